@@ -1,0 +1,43 @@
+# evidex: the two commands are `make demo` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.evidex-installed
+
+# Everything runs offline: models come from installed packages, never a hub.
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export HF_HUB_DISABLE_PROGRESS_BARS := 1
+export GX_ANALYTICS_ENABLED := false
+
+DEMO_QUERIES := "How do I read a gzip-compressed file?" \
+                "What does the with statement do?" \
+                "How do I parse command-line arguments?"
+
+.PHONY: install demo test lint clean
+
+install: $(STAMP)
+
+# PyTorch first, pinned to the CPU build; constraints.txt pins everything else.
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/evidex build
+	$(BIN)/evidex validate
+	$(BIN)/evidex activate
+	$(BIN)/evidex query --k 3 $(DEMO_QUERIES)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy schemas query validation
+
+test: lint
+	$(BIN)/pytest
+
+clean:
+	rm -rf $(VENV) .evidex .pytest_cache .ruff_cache .mypy_cache

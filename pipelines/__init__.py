@@ -1,0 +1,1 @@
+"""Pipelines: options -> transforms -> sinks. No algorithms live here."""

@@ -1,0 +1,264 @@
+"""The build pipeline: input -> documents -> chunks -> embeddings -> a staged bundle.
+
+Run it as ``evidex build`` or ``python -m pipelines.build_index`` with any Beam
+runner flag, e.g.::
+
+    python -m pipelines.build_index --input docs/ --runner DirectRunner \\
+        --direct_running_mode multi_processing --direct_num_workers 2
+"""
+
+import argparse
+import logging
+import os
+import shutil
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import apache_beam as beam
+import pyarrow.parquet as pq
+from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
+
+from evidex import bundles
+from evidex.activation import read_active
+from evidex.config import (
+    DEFAULT_MAX_BAD_RATIO,
+    DEFAULT_TARGET_TOKENS,
+    STDLIB_CORPUS,
+    BuildConfig,
+    ChunkConfig,
+    EmbedConfig,
+    IngestConfig,
+)
+from evidex.models import (
+    DEFAULT_MODEL,
+    fingerprint,
+    force_offline,
+    load_sentence_transformer,
+    resolve_model,
+)
+from schemas import DEAD_LETTER_SCHEMA, DOCUMENT_SCHEMA, register_coders
+from schemas.manifest import Manifest, ModelFingerprint
+from transforms.ann import BuildAnnIndex
+from transforms.chunk import ChunkDocuments
+from transforms.embed import EmbedChunks
+from transforms.ingest import ReadDocuments, count_matches, pattern_and_root
+from transforms.stdlib_corpus import ReadStdlibCorpus
+from transforms.tags import BAD, GOOD
+from transforms.write import WriteTable, chunk_rows_table, records_table
+
+logger = logging.getLogger(__name__)
+
+STAGES = ("ingest", "chunk", "embed")
+
+
+class BuildFailedError(RuntimeError):
+    """The build produced no bundle; the active bundle is untouched."""
+
+
+class EvidexBuildOptions(PipelineOptions):
+    """Pipeline options of ``evidex build``, mapped onto :class:`BuildConfig`."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--input",
+            default=STDLIB_CORPUS,
+            help="file, directory or glob of .txt/.md/.jsonl files (any Beam filesystem); "
+            "'stdlib:' (the default) builds the embedded Python-documentation corpus",
+        )
+        parser.add_argument(
+            "--root", default=None, help="bundle root (default $EVIDEX_HOME or ./.evidex)"
+        )
+        parser.add_argument(
+            "--model",
+            default=None,
+            help="sentence-transformers model name or local path "
+            "(default: the bundled all-MiniLM-L6-v2)",
+        )
+        parser.add_argument(
+            "--target_tokens",
+            type=int,
+            default=DEFAULT_TARGET_TOKENS,
+            help="preferred chunk size in model tokens",
+        )
+        parser.add_argument(
+            "--max_bad_ratio",
+            type=float,
+            default=DEFAULT_MAX_BAD_RATIO,
+            help="fail the build when dead letters exceed this share of inputs",
+        )
+        parser.add_argument(
+            "--access_class",
+            default=IngestConfig().access_class,
+            help="access class given to every document",
+        )
+        parser.add_argument(
+            "--source_role",
+            default=IngestConfig().source_role,
+            help="source role given to every document",
+        )
+        parser.add_argument(
+            "--limit",
+            type=int,
+            default=None,
+            help="embedded corpus only: keep the first N documents",
+        )
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """What a finished build produced."""
+
+    bundle_id: str
+    path: str
+    manifest: Manifest
+    seconds: float
+
+
+def config_from_options(opts: EvidexBuildOptions) -> BuildConfig:
+    """Resolve pipeline options into the frozen build config."""
+    return BuildConfig(
+        input=opts.input,
+        ingest=IngestConfig(
+            access_class=opts.access_class, source_role=opts.source_role, limit=opts.limit
+        ),
+        chunk=ChunkConfig(target_tokens=opts.target_tokens),
+        embed=EmbedConfig(model=opts.model or DEFAULT_MODEL),
+        max_bad_ratio=opts.max_bad_ratio,
+    )
+
+
+def assemble(
+    pipeline: beam.Pipeline,
+    *,
+    config: BuildConfig,
+    model: ModelFingerprint,
+    staging: str,
+) -> None:
+    """Wire every stage of the build into ``pipeline``, writing into ``staging``."""
+    model_path = resolve_model(config.embed.model)
+    if config.input == STDLIB_CORPUS:
+        read = pipeline | "ReadStdlibCorpus" >> ReadStdlibCorpus(
+            config=config.ingest, limit=config.ingest.limit
+        )
+    else:
+        pattern, root = pattern_and_root(config.input)
+        read = pipeline | "ReadDocuments" >> ReadDocuments(pattern, root=root, config=config.ingest)
+    documents = read[GOOD]
+    chunked = documents | "ChunkDocuments" >> ChunkDocuments(
+        model=model_path, config=config.chunk, max_tokens=model.max_seq_length - 2
+    )
+    embedded = chunked[GOOD] | "EmbedChunks" >> EmbedChunks(
+        model=model_path, batch_size=config.embed.batch_size
+    )
+    join = os.path.join
+    _ = documents | "WriteDocuments" >> WriteTable(
+        join(staging, bundles.DOCUMENTS),
+        to_table=lambda rows: records_table(rows, DOCUMENT_SCHEMA),
+        sort_key=lambda d: d.doc_id,
+    )
+    dimension = model.dimension
+    _ = embedded[GOOD] | "WriteChunks" >> WriteTable(
+        join(staging, bundles.CHUNKS),
+        to_table=lambda rows: chunk_rows_table(rows, dimension),
+        sort_key=lambda e: e.chunk.chunk_id,
+    )
+    _ = embedded[GOOD] | "BuildChunkIndex" >> BuildAnnIndex(
+        join(staging, bundles.CHUNK_INDEX), dimension=dimension, config=config.ann
+    )
+    for stage, dead in zip(STAGES, (read[BAD], chunked[BAD], embedded[BAD]), strict=True):
+        _ = dead | f"WriteFailures_{stage}" >> WriteTable(
+            join(staging, bundles.FAILURES_DIR, f"{stage}.parquet"),
+            to_table=lambda rows: records_table(rows, DEAD_LETTER_SCHEMA),
+            sort_key=lambda d: (d.record_id, d.error_type, d.message),
+        )
+
+
+def _check_bad_ratio(staging: str, max_bad_ratio: float) -> None:
+    docs = pq.ParquetFile(os.path.join(staging, bundles.DOCUMENTS)).metadata.num_rows
+    bad = {
+        stage: pq.ParquetFile(
+            os.path.join(staging, bundles.FAILURES_DIR, f"{stage}.parquet")
+        ).metadata.num_rows
+        for stage in STAGES
+    }
+    total_in = docs + bad["ingest"]
+    if total_in == 0:
+        raise BuildFailedError("no input documents were found")
+    if docs == 0:
+        raise BuildFailedError(f"every input was rejected ({bad['ingest']} dead letters)")
+    ratio = sum(bad.values()) / (total_in + bad["chunk"] + bad["embed"])
+    if ratio > max_bad_ratio:
+        raise BuildFailedError(
+            f"dead-letter ratio {ratio:.1%} exceeds the limit {max_bad_ratio:.1%} "
+            f"(ingest {bad['ingest']}, chunk {bad['chunk']}, embed {bad['embed']}); "
+            f"see {os.path.join(staging, bundles.FAILURES_DIR)}"
+        )
+
+
+def run(argv: Sequence[str] | None = None, *, bundle_id: str | None = None) -> BuildResult:
+    """Build and stage a bundle, then publish it under ``bundles/<id>``.
+
+    Args:
+        argv: evidex build options plus any Beam pipeline options.
+        bundle_id: override the time-based id (tests).
+
+    Raises:
+        BuildFailedError: bad input past the threshold, or a pipeline failure.
+            The active bundle is never touched.
+    """
+    force_offline()
+    register_coders()
+    started = time.monotonic()
+    options = PipelineOptions(list(argv or []))
+    opts = options.view_as(EvidexBuildOptions)
+    options.view_as(SetupOptions).save_main_session = False
+    config = config_from_options(opts)
+    root = bundles.resolve_root(opts.root)
+    logger.info("loading embedding model %s", config.embed.model)
+    model = fingerprint(
+        load_sentence_transformer(resolve_model(config.embed.model)), config.embed.model
+    )
+    if config.input != STDLIB_CORPUS:
+        pattern, _ = pattern_and_root(config.input)
+        if count_matches(pattern) == 0:
+            raise BuildFailedError(f"no input documents: nothing matches {config.input!r}")
+    bundle_id = bundle_id or bundles.new_bundle_id()
+    staging = bundles.staging_path(root, bundle_id)
+    os.makedirs(os.path.join(staging, bundles.FAILURES_DIR), exist_ok=True)
+    logger.info("building bundle %s from %s into %s", bundle_id, config.input, staging)
+    with beam.Pipeline(options=options) as pipeline:
+        assemble(pipeline, config=config, model=model, staging=staging)
+    _check_bad_ratio(staging, config.max_bad_ratio)
+    manifest = bundles.write_manifest(
+        staging,
+        bundle_id=bundle_id,
+        config=config,
+        model=model,
+        parent_bundle_id=read_active(root),
+    )
+    path = bundles.publish(root, staging, bundle_id)
+    return BuildResult(bundle_id, path, manifest, time.monotonic() - started)
+
+
+def discard_staging(root: str, bundle_id: str) -> None:
+    """Remove a failed build's staging directory."""
+    shutil.rmtree(bundles.staging_path(root, bundle_id), ignore_errors=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m pipelines.build_index``."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    try:
+        result = run(sys.argv[1:] if argv is None else argv)
+    except BuildFailedError as exc:
+        print(f"build failed: {exc}", file=sys.stderr)
+        return 1
+    print(result.bundle_id)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

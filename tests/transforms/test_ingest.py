@@ -1,0 +1,114 @@
+import apache_beam as beam
+import pytest
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from evidex.config import IngestConfig
+from schemas import register_coders, revision_of
+from tests.conftest import write_corpus
+from transforms.ingest import (
+    IngestError,
+    ReadDocuments,
+    parse_jsonl_line,
+    pattern_and_root,
+    relative_id,
+)
+from transforms.tags import BAD, GOOD
+
+
+def test_relative_ids_use_forward_slashes_under_the_root():
+    assert relative_id("/data/in/a/b.md", "/data/in") == "a/b.md"
+    assert relative_id("gs://bucket/x/y.txt", "gs://bucket/x/") == "y.txt"
+
+
+def test_jsonl_line_errors_name_their_type():
+    config = IngestConfig()
+    cases = {
+        b"{not json": "malformed_json",
+        b"[1, 2]": "malformed_json",
+        b'{"text": "no id"}': "missing_field",
+        b'{"_id": "x", "text": 5}': "missing_field",
+        b'{"_id": "x", "text": "   "}': "empty",
+        b'{"_id": "x", "text": "\xff"}': "undecodable",
+    }
+    for line, error_type in cases.items():
+        with pytest.raises(IngestError) as info:
+            parse_jsonl_line(line, source_uri="f", config=config)
+        assert info.value.error_type == error_type, line
+
+
+def test_jsonl_line_keeps_extra_fields_as_metadata():
+    doc = parse_jsonl_line(
+        b'{"_id": "7", "title": "T", "text": "Body", "year": 2020}',
+        source_uri="f",
+        config=IngestConfig(),
+    )
+    assert (doc.doc_id, doc.title, doc.text, doc.metadata_json) == (
+        "7",
+        "T",
+        "Body",
+        '{"year": 2020}',
+    )
+
+
+def test_pattern_and_root_for_directory_file_and_glob(tmp_path):
+    (tmp_path / "a.md").write_text("x")
+    assert pattern_and_root(str(tmp_path)) == (f"{tmp_path}/**", str(tmp_path))
+    assert pattern_and_root(str(tmp_path / "a.md")) == (str(tmp_path / "a.md"), str(tmp_path))
+    assert pattern_and_root(f"{tmp_path}/*.md") == (f"{tmp_path}/*.md", str(tmp_path))
+
+
+def test_read_documents_sends_every_bad_input_to_dead_letters(tmp_path):
+    register_coders()
+    corpus = write_corpus(
+        tmp_path,
+        {
+            "good.md": "# Title here\r\n\r\nBody text.",
+            "sub/other.txt": "Second document.",
+            "empty.txt": "  \n ",
+            "binary.txt": b"\xff\xfe\x00bad",
+            "image.png": b"\x89PNG",
+            "big.txt": "x" * 2000,
+            "rows.jsonl": '{"_id": "r1", "text": "Row one."}\n{broken\n\n'
+            '{"_id": "r1", "text": "Duplicate id."}\n',
+        },
+    )
+    config = IngestConfig(max_document_bytes=1000)
+    pattern, root = pattern_and_root(str(corpus))
+    with TestPipeline() as p:
+        out = p | ReadDocuments(pattern, root=root, config=config)
+        assert_that(
+            out[GOOD] | beam.Map(lambda d: (d.doc_id, d.title, d.text, d.revision)),
+            equal_to(
+                [
+                    (
+                        "good.md",
+                        "Title here",
+                        "# Title here\n\nBody text.",
+                        revision_of("# Title here\n\nBody text."),
+                    ),
+                    (
+                        "sub/other.txt",
+                        "Second document.",
+                        "Second document.",
+                        revision_of("Second document."),
+                    ),
+                    ("r1", "r1", "Row one.", revision_of("Row one.")),
+                ]
+            ),
+            label="documents",
+        )
+        assert_that(
+            out[BAD] | beam.Map(lambda d: (d.stage, d.record_id, d.error_type)),
+            equal_to(
+                [
+                    ("ingest", "empty.txt", "empty"),
+                    ("ingest", "binary.txt", "undecodable"),
+                    ("ingest", "image.png", "unsupported"),
+                    ("ingest", "big.txt", "oversized"),
+                    ("ingest", "rows.jsonl#L2", "malformed_json"),
+                    ("ingest", "r1", "duplicate_id"),
+                ]
+            ),
+            label="dead_letters",
+        )

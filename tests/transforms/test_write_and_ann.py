@@ -1,0 +1,86 @@
+from pathlib import Path
+
+import apache_beam as beam
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from apache_beam.testing.test_pipeline import TestPipeline
+from usearch.index import Index
+
+from evidex.config import AnnConfig
+from schemas import Chunk, EmbeddedChunk, ann_key, chunk_id, register_coders
+from transforms.ann import AnnKeyCollisionError, BuildAnnIndex, build_index, keys_and_vectors
+from transforms.write import WriteTable, chunk_rows_table
+
+
+def _embedded(n: int, dim: int = 16, seed: int = 3) -> list[EmbeddedChunk]:
+    rng = np.random.default_rng(seed)
+    vectors = rng.standard_normal((n, dim)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    out = []
+    for i in range(n):
+        text = f"chunk {i}"
+        cid = chunk_id("doc", i, text)
+        out.append(
+            EmbeddedChunk(
+                Chunk(cid, "doc", "r", i, 0, len(text), text, 2, "public"), vectors[i].tolist()
+            )
+        )
+    return out
+
+
+def test_write_table_sorts_rows_so_bytes_do_not_depend_on_arrival_order(tmp_path):
+    register_coders()
+    rows = _embedded(30)
+    paths = []
+    for name, order in (("a", rows), ("b", rows[::-1])):
+        path = str(tmp_path / f"{name}.parquet")
+        with TestPipeline() as p:
+            _ = (
+                p
+                | beam.Create(order)
+                | WriteTable(
+                    path,
+                    to_table=lambda r: chunk_rows_table(r, 16),
+                    sort_key=lambda e: e.chunk.chunk_id,
+                )
+            )
+        paths.append(path)
+    a, b = (Path(x).read_bytes() for x in paths)
+    assert a == b
+    table = pq.read_table(paths[0])
+    assert table.num_rows == 30
+    assert table.column("chunk_id").to_pylist() == sorted(e.chunk.chunk_id for e in rows)
+    assert table.column("ann_key").to_pylist() == [
+        ann_key(c) for c in table["chunk_id"].to_pylist()
+    ]
+
+
+def test_hnsw_recall_against_exact_search():
+    embedded = _embedded(1500, dim=32)
+    keys, vectors = keys_and_vectors(embedded, 32)
+    index = build_index(keys, vectors, config=AnnConfig())
+    queries = vectors[:100]
+    exact = np.argsort(-(queries @ vectors.T), axis=1)[:, :10]
+    found = index.search(queries, 10).keys
+    recall = np.mean([len(set(keys[e]) & set(f)) / 10 for e, f in zip(exact, found, strict=True)])
+    assert recall >= 0.95
+
+
+def test_key_collisions_fail_loudly():
+    a, b = _embedded(2)
+    clash = EmbeddedChunk(b.chunk._replace(chunk_id=a.chunk.chunk_id[:16] + "f" * 48), b.embedding)
+    with pytest.raises(AnnKeyCollisionError):
+        keys_and_vectors([a, clash], 16)
+
+
+def test_build_ann_index_transform_writes_a_mappable_file(tmp_path):
+    register_coders()
+    embedded = _embedded(50)
+    path = str(tmp_path / "chunks.usearch")
+    with TestPipeline() as p:
+        _ = p | beam.Create(embedded) | BuildAnnIndex(path, dimension=16, config=AnnConfig())
+    index = Index.restore(path, view=True)
+    assert len(index) == 50 and index.ndim == 16
+    top = index.search(np.asarray(embedded[7].embedding, dtype=np.float32), 1)
+    assert int(top.keys[0]) == ann_key(embedded[7].chunk.chunk_id)

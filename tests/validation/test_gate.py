@@ -1,0 +1,87 @@
+import json
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from evidex.activation import ActivationError, check_validated
+from evidex.bundles import CHUNKS, MANIFEST, bundle_path, read_manifest, sha256_file
+from schemas.manifest import FileEntry
+from validation import validate_bundle
+from validation.gate import ann_checks
+
+
+def _rewrite_with_checksum(path: str, rel: str, table: pa.Table) -> None:
+    """Replace a table and update the manifest so only the content checks can catch it."""
+    pq.write_table(table, os.path.join(path, rel))
+    manifest = read_manifest(path)
+    files = dict(manifest.files)
+    full = os.path.join(path, rel)
+    files[rel] = FileEntry(sha256=sha256_file(full), size=os.path.getsize(full))
+    data = manifest.model_copy(update={"files": files}).model_dump(mode="json")
+    with open(os.path.join(path, MANIFEST), "w", encoding="utf-8") as handle:
+        json.dump(data, handle)
+
+
+def test_report_of_a_good_bundle_passes_and_is_written(validated_root):
+    path = bundle_path(str(validated_root), "b1")
+    with open(os.path.join(path, "validation.json"), encoding="utf-8") as handle:
+        report = json.load(handle)
+    assert report["passed"] is True
+    names = {c["name"] for c in report["checks"]}
+    assert "bundle.checksums" in names
+    assert any("span_text_matches" in n for n in names)
+    assert any(n.startswith("ann.mean_recall@") for n in names)
+    check_validated(str(validated_root), "b1")
+
+
+def test_a_span_that_does_not_match_its_document_fails_and_blocks_activation(fresh_root):
+    path = bundle_path(str(fresh_root), "b1")
+    table = pq.read_table(os.path.join(path, CHUNKS))
+    starts = table.column("start").to_pylist()
+    starts[0] += 1
+    index = table.schema.get_field_index("start")
+    table = table.set_column(index, table.schema.field(index), pa.array(starts, pa.int64()))
+    _rewrite_with_checksum(path, CHUNKS, table)
+    report = validate_bundle(path)
+    assert not report.passed
+    assert {c.name for c in report.failed()} == {
+        "chunks.expect_column_values_to_be_in_set(span_text_matches)"
+    }
+    with pytest.raises(ActivationError, match="span_text_matches"):
+        check_validated(str(fresh_root), "b1")
+
+
+def test_a_tampered_file_fails_the_checksum_check(fresh_root):
+    path = bundle_path(str(fresh_root), "b1")
+    with open(os.path.join(path, "documents.parquet"), "ab") as handle:
+        handle.write(b"tampered")
+    report = validate_bundle(path)
+    assert [c.name for c in report.failed()] == ["bundle.checksums"]
+
+
+def test_duplicate_ids_and_bad_norms_fail(fresh_root):
+    path = bundle_path(str(fresh_root), "b1")
+    table = pq.read_table(os.path.join(path, CHUNKS))
+    doubled = pa.concat_tables([table, table.slice(0, 1)])
+    _rewrite_with_checksum(path, CHUNKS, doubled)
+    failed = {c.name for c in validate_bundle(path).failed()}
+    assert "chunks.expect_column_values_to_be_unique(chunk_id)" in failed
+    assert "ann.vector_count_equals_rows" in failed
+
+
+def test_ann_recall_floor_can_fail(tmp_path):
+    import numpy as np
+    from usearch.index import Index
+
+    rng = np.random.default_rng(0)
+    vectors = rng.standard_normal((300, 8)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    keys = np.arange(300, dtype=np.uint64)
+    index = Index(ndim=8, metric="cos")
+    index.add(keys, vectors[::-1].copy())  # keys deliberately attached to the wrong vectors
+    index.save(str(tmp_path / "x.usearch"))
+    checks = {c.name: c for c in ann_checks(str(tmp_path / "x.usearch"), keys, vectors)}
+    assert not checks["ann.mean_recall@10"].success
+    assert checks["ann.vector_count_equals_rows"].success

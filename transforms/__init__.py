@@ -1,0 +1,1 @@
+"""Build stages, one composite PTransform per module."""

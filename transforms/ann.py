@@ -1,0 +1,99 @@
+"""ANN index: unit-norm chunk vectors -> one USearch HNSW file (cosine metric).
+
+Keys are the first 64 bits of each chunk id; a collision fails the build.
+Vectors are added in key order on one thread so the file is reproducible.
+"""
+
+import itertools
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from typing import Any
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.io.filesystems import FileSystems
+
+from evidex.config import AnnConfig
+from schemas import ann_key
+
+logger = logging.getLogger(__name__)
+
+
+class AnnKeyCollisionError(ValueError):
+    """Two chunk ids share their first 64 bits."""
+
+
+def build_index(keys: np.ndarray, vectors: np.ndarray, *, config: AnnConfig) -> Any:
+    """A USearch index over ``vectors`` (n x d float32) under uint64 ``keys``."""
+    from usearch.index import Index
+
+    index = Index(
+        ndim=int(vectors.shape[1]),
+        metric="cos",
+        dtype="f32",
+        connectivity=config.connectivity,
+        expansion_add=config.expansion_add,
+        expansion_search=config.expansion_search,
+    )
+    if len(keys):
+        index.add(keys, vectors, threads=1)
+    return index
+
+
+def keys_and_vectors(embedded: Sequence[Any], dimension: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted uint64 keys and their vectors.
+
+    Raises:
+        AnnKeyCollisionError: two different chunk ids map to the same key.
+    """
+    pairs = sorted((ann_key(e.chunk.chunk_id), e.chunk.chunk_id, e) for e in embedded)
+    for (k1, id1, _), (k2, id2, _) in itertools.pairwise(pairs):
+        if k1 == k2 and id1 != id2:
+            raise AnnKeyCollisionError(f"ANN key collision between chunks {id1} and {id2}")
+    keys = np.array([k for k, _, _ in pairs], dtype=np.uint64)
+    vectors = np.array([e.embedding for _, _, e in pairs], dtype=np.float32)
+    return keys, vectors.reshape(len(pairs), dimension)
+
+
+class _BuildIndexFn(beam.DoFn):
+    def __init__(self, *, path: str, dimension: int, config: AnnConfig) -> None:
+        self._path = path
+        self._dimension = dimension
+        self._config = config
+
+    def process(self, embedded: list[Any]) -> Any:
+        keys, vectors = keys_and_vectors(embedded, self._dimension)
+        index = build_index(keys, vectors, config=self._config)
+        with tempfile.TemporaryDirectory() as scratch:
+            local = os.path.join(scratch, "index.usearch")
+            index.save(local)
+            with open(local, "rb") as src, FileSystems.create(self._path) as dst:
+                shutil.copyfileobj(src, dst)
+        logger.info("wrote ANN index of %d vectors to %s", len(keys), self._path)
+        yield self._path, len(keys)
+
+
+class BuildAnnIndex(beam.PTransform):
+    """``PCollection[EmbeddedChunk]`` -> a USearch file at ``path`` (global step).
+
+    Example:
+        >>> embedded | BuildAnnIndex(path, dimension=384, config=AnnConfig())
+
+    Memory bound: all vectors of the corpus on one worker (4 x dimension bytes each).
+    """
+
+    def __init__(self, path: str, *, dimension: int, config: AnnConfig) -> None:
+        super().__init__()
+        if dimension <= 0:
+            raise ValueError(f"dimension must be positive, got {dimension}")
+        self._fn = _BuildIndexFn(path=path, dimension=dimension, config=config)
+
+    def expand(self, embedded: beam.PCollection) -> beam.PCollection:
+        return (
+            embedded
+            | "CollectVectors" >> beam.combiners.ToList()
+            | "BuildHnsw" >> beam.ParDo(self._fn)
+        )

@@ -1,0 +1,190 @@
+"""Embedding: ``Chunk`` -> ``EmbeddedChunk`` with sentence-transformers through RunInference.
+
+The model is loaded once per worker by RunInference; every distinct text is
+embedded exactly once (chunks are keyed by a hash of their text), and vectors
+are L2-normalized.
+
+Batches are formed deterministically: texts are grouped by length bucket,
+sorted by (length, key) and cut into fixed-size batches, which are then spread
+across workers. A float computation depends on the shapes it runs in, so the
+same input always meeting the model in the same batches is what makes two
+builds of the same corpus byte-identical; it also keeps padding small.
+"""
+
+import hashlib
+import logging
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.ml.inference.base import (
+    ModelHandler,
+    PredictionResult,
+    RunInference,
+)
+
+from schemas import DeadLetter, EmbeddedChunk
+from transforms.progress import Progress
+from transforms.tags import BAD, GOOD, typed
+
+logger = logging.getLogger(__name__)
+
+STAGE = "embed"
+
+
+def text_key(text: str) -> str:
+    """Key under which a text is embedded once: sha256 hex of its UTF-8 bytes."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class SentenceTransformerHandler(ModelHandler[tuple[str, str], PredictionResult, Any]):
+    """RunInference handler: batches of ``(key, text)`` -> unit-norm float32 vectors.
+
+    Used pre-batched (``.with_no_batching()``): each element is one batch, and
+    each result is ``PredictionResult(example=key, inference=vector)``.
+
+    Example:
+        >>> batches | RunInference(SentenceTransformerHandler(model=path).with_no_batching())
+
+    Args:
+        model: sentence-transformers name or local path (loaded offline).
+        batch_size: texts per forward pass inside ``encode``.
+    """
+
+    def __init__(self, *, model: str, batch_size: int = 64) -> None:
+        if batch_size <= 0:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        super().__init__(min_batch_size=1, max_batch_size=batch_size)
+        self._model = str(model)
+        self._batch_size = batch_size
+        self._progress = Progress(logger, "embedded", "texts", every=256)
+
+    def load_model(self) -> Any:
+        from evidex.models import load_sentence_transformer
+
+        return load_sentence_transformer(self._model)
+
+    def run_inference(
+        self,
+        batch: Sequence[tuple[str, str]],
+        model: Any,
+        inference_args: dict[str, Any] | None = None,
+    ) -> Iterable[PredictionResult]:
+        for pair in batch:
+            if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[1], str)):
+                raise TypeError(f"expected (key, text) pairs, got {type(pair).__name__}")
+        vectors = np.asarray(
+            model.encode(
+                [text for _, text in batch],
+                batch_size=self._batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            ),
+            dtype=np.float32,
+        )
+        self._progress.add(len(batch))
+        return [
+            PredictionResult(key, vector) for (key, _), vector in zip(batch, vectors, strict=True)
+        ]
+
+    def get_metrics_namespace(self) -> str:
+        return "evidex_embed"
+
+
+_BUCKET_CHARS = 200
+_MAX_BUCKET = 9
+
+
+def length_bucket(text: str) -> int:
+    """Coarse length class of a text (0-9), so similar lengths batch together."""
+    return min(len(text) // _BUCKET_CHARS, _MAX_BUCKET)
+
+
+def fixed_batches(
+    item: tuple[int, Iterable[tuple[str, str]]], *, batch_size: int
+) -> Iterator[list[tuple[str, str]]]:
+    """One bucket's ``(key, text)`` pairs -> batches that depend only on their content."""
+    _, pairs = item
+    ordered = sorted(pairs, key=lambda kv: (len(kv[1]), kv[0]))
+    for start in range(0, len(ordered), batch_size):
+        yield ordered[start : start + batch_size]
+
+
+def _join(item: tuple[str, dict[str, list[Any]]]) -> Iterator[Any]:
+    key, grouped = item
+    vectors = grouped["vectors"]
+    for chunk in grouped["chunks"]:
+        if vectors:
+            yield EmbeddedChunk(chunk=chunk, embedding=[float(x) for x in vectors[0]])
+        else:
+            message = f"no embedding produced for text {key[:12]}"
+            yield beam.pvalue.TaggedOutput(
+                BAD, DeadLetter(STAGE, chunk.chunk_id, "embedding_failed", message)
+            )
+
+
+def _failed_inference(failure: Any) -> Iterator[DeadLetter]:
+    """``(failed batch, error)`` from RunInference's DLQ -> one dead letter per text."""
+    batch, error = failure[0], failure[1]
+    if isinstance(error, tuple) and len(error) >= 2:  # Beam's (type, repr, traceback) form
+        error_type, message = getattr(error[0], "__name__", str(error[0])), str(error[1])
+    else:
+        error_type, message = type(error).__name__, str(error)
+    for key, _text in batch:
+        yield DeadLetter(STAGE, key, error_type, message[:500])
+
+
+class EmbedChunks(beam.PTransform):
+    """``PCollection[Chunk]`` -> ``{good: EmbeddedChunk, bad: DeadLetter}``.
+
+    Example:
+        >>> out = chunks | EmbedChunks(model=default_model_path())
+
+    Args:
+        model: sentence-transformers name or local path.
+        batch_size: texts per encode call.
+    """
+
+    def __init__(self, *, model: str, batch_size: int = 64) -> None:
+        super().__init__()
+        if batch_size <= 0:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        self._batch_size = batch_size
+        self._handler = SentenceTransformerHandler(
+            model=model, batch_size=batch_size
+        ).with_no_batching()
+
+    def expand(self, chunks: beam.PCollection) -> Any:
+        keyed = chunks | "KeyByText" >> beam.Map(lambda c: (text_key(c.text), c))
+        texts = (
+            keyed
+            | "TextOnly" >> beam.Map(lambda kv: (kv[0], kv[1].text))
+            | "DistinctTexts" >> beam.Distinct()
+        )
+        batch_size = self._batch_size
+        batches = (
+            texts
+            | "KeyByLength" >> beam.Map(lambda kv: (length_bucket(kv[1]), kv))
+            | "GroupByLength" >> beam.GroupByKey()
+            | "FixedBatches" >> beam.FlatMap(fixed_batches, batch_size=batch_size)
+            | "SpreadBatches" >> beam.Reshuffle()
+        )
+        inferred, dlq = (
+            batches | "EmbedTexts" >> RunInference(self._handler).with_exception_handling()
+        )
+        vectors = inferred | "ToVector" >> beam.Map(
+            lambda r: (r.example, np.asarray(r.inference, dtype=np.float32).tolist())
+        )
+        failed = dlq.failed_inferences | "FailedToDeadLetters" >> beam.FlatMap(_failed_inference)
+        joined = (
+            {"chunks": keyed, "vectors": vectors}
+            | "JoinVectors" >> beam.CoGroupByKey()
+            | "AttachVectors" >> beam.FlatMap(_join).with_outputs(BAD, main=GOOD)
+        )
+        dead = (failed, joined[BAD]) | "MergeEmbedDeadLetters" >> beam.Flatten()
+        return {
+            GOOD: typed(joined[GOOD], EmbeddedChunk),
+            BAD: typed(dead, DeadLetter),
+        }

@@ -1,0 +1,280 @@
+"""Ingest: text/Markdown files and JSONL records -> ``Document``, bad input -> dead letters.
+
+Reading goes through Beam ``fileio``/``FileSystems``, so any filesystem Beam
+knows (local, ``gs://``, ``s3://`` with its extra) works unchanged.
+"""
+
+import json
+import logging
+import os
+import posixpath
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.io import fileio
+from apache_beam.metrics import Metrics
+from apache_beam.pvalue import PBegin, TaggedOutput
+
+from evidex.config import IngestConfig
+from schemas import DeadLetter, Document, normalize_text, revision_of
+from transforms.tags import BAD, GOOD, typed
+
+logger = logging.getLogger(__name__)
+
+STAGE = "ingest"
+TEXT_SUFFIXES = (".txt", ".md", ".markdown", ".rst", ".text")
+JSONL_SUFFIXES = (".jsonl", ".ndjson")
+
+
+class IngestError(ValueError):
+    """A record that cannot become a document; ``error_type`` names why."""
+
+    def __init__(self, error_type: str, message: str) -> None:
+        super().__init__(message)
+        self.error_type = error_type
+
+
+def relative_id(path: str, root: str) -> str:
+    """Stable source id: ``path`` relative to ``root`` with ``/`` separators."""
+    norm_path = path.replace("\\", "/")
+    norm_root = root.replace("\\", "/").rstrip("/")
+    if norm_root and norm_path.startswith(norm_root + "/"):
+        return norm_path[len(norm_root) + 1 :]
+    return posixpath.basename(norm_path)
+
+
+def make_document(
+    *,
+    doc_id: str,
+    title: str,
+    raw_text: str,
+    source_uri: str,
+    config: IngestConfig,
+    metadata: dict[str, Any] | None = None,
+) -> Document:
+    """Normalize text and build a ``Document``.
+
+    Raises:
+        IngestError: the text is empty after normalization.
+    """
+    text = normalize_text(raw_text)
+    if not text.strip():
+        raise IngestError("empty", "document has no text")
+    return Document(
+        doc_id=doc_id,
+        revision=revision_of(text),
+        title=title.strip() or doc_id,
+        text=text,
+        source_uri=source_uri,
+        source_role=config.source_role,
+        access_class=config.access_class,
+        language=config.language,
+        metadata_json=json.dumps(metadata or {}, sort_keys=True, ensure_ascii=False),
+    )
+
+
+def _title_of(text: str, fallback: str) -> str:
+    for line in text.splitlines():
+        stripped = line.strip().lstrip("#").strip()
+        if stripped:
+            return stripped[:200]
+    return fallback
+
+
+def parse_jsonl_line(line: bytes, *, source_uri: str, config: IngestConfig) -> Document:
+    """One JSONL record -> ``Document``.
+
+    Raises:
+        IngestError: undecodable, malformed, or missing its id or text field.
+    """
+    try:
+        record = json.loads(line.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise IngestError("undecodable", f"line is not UTF-8: {exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise IngestError(
+            "malformed_json", f"invalid JSON: {exc.msg} at column {exc.colno}"
+        ) from exc
+    if not isinstance(record, dict):
+        raise IngestError("malformed_json", "JSON line is not an object")
+    doc_id = next((str(record[f]) for f in config.jsonl_id_fields if record.get(f)), None)
+    if doc_id is None:
+        raise IngestError("missing_field", f"none of the id fields {config.jsonl_id_fields} set")
+    text = record.get(config.jsonl_text_field)
+    if not isinstance(text, str):
+        raise IngestError("missing_field", f"field {config.jsonl_text_field!r} is not a string")
+    if len(text.encode("utf-8")) > config.max_document_bytes:
+        raise IngestError("oversized", f"text exceeds {config.max_document_bytes} bytes")
+    title = record.get(config.jsonl_title_field) or ""
+    used = {config.jsonl_text_field, config.jsonl_title_field, *config.jsonl_id_fields}
+    metadata = {k: v for k, v in record.items() if k not in used}
+    return make_document(
+        doc_id=doc_id,
+        title=str(title),
+        raw_text=text,
+        source_uri=source_uri,
+        config=config,
+        metadata=metadata,
+    )
+
+
+class _ParseFileFn(beam.DoFn):
+    """ReadableFile -> Document (main) or DeadLetter (tagged ``bad``)."""
+
+    def __init__(self, *, root: str, config: IngestConfig) -> None:
+        self._root = root
+        self._config = config
+        self._good = Metrics.counter(STAGE, "documents")
+        self._bad = Metrics.counter(STAGE, "dead_letters")
+
+    def process(self, readable: fileio.ReadableFile) -> Iterator[Any]:
+        path = readable.metadata.path
+        source_id = relative_id(path, self._root)
+        lower = path.lower()
+        if lower.endswith(JSONL_SUFFIXES):
+            yield from self._jsonl(readable, source_id)
+            return
+        try:
+            yield self._text_file(readable, source_id, lower)
+            self._good.inc()
+        except IngestError as exc:
+            self._bad.inc()
+            yield TaggedOutput(BAD, DeadLetter(STAGE, source_id, exc.error_type, str(exc)))
+
+    def _text_file(self, readable: fileio.ReadableFile, source_id: str, lower: str) -> Document:
+        if not lower.endswith(TEXT_SUFFIXES):
+            raise IngestError(
+                "unsupported",
+                f"unsupported file type (supported: {TEXT_SUFFIXES + JSONL_SUFFIXES})",
+            )
+        size = readable.metadata.size_in_bytes
+        if size > self._config.max_document_bytes:
+            raise IngestError(
+                "oversized", f"{size} bytes exceeds limit of {self._config.max_document_bytes}"
+            )
+        data = readable.read()
+        try:
+            raw = data.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise IngestError("undecodable", f"not UTF-8 text: {exc}") from exc
+        return make_document(
+            doc_id=source_id,
+            title=_title_of(raw, source_id),
+            raw_text=raw,
+            source_uri=readable.metadata.path,
+            config=self._config,
+        )
+
+    def _jsonl(self, readable: fileio.ReadableFile, source_id: str) -> Iterator[Any]:
+        with readable.open() as handle:
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    yield parse_jsonl_line(
+                        line, source_uri=f"{readable.metadata.path}#L{number}", config=self._config
+                    )
+                    self._good.inc()
+                except IngestError as exc:
+                    self._bad.inc()
+                    record_id = f"{source_id}#L{number}"
+                    yield TaggedOutput(BAD, DeadLetter(STAGE, record_id, exc.error_type, str(exc)))
+
+
+def _resolve_duplicates(item: tuple[str, Iterable[Document]]) -> Iterator[Any]:
+    """Keep one document per id (the smallest source URI); dead-letter the rest."""
+    doc_id, docs = item
+    ordered = sorted(docs, key=lambda d: (d.source_uri, d.revision))
+    yield ordered[0]
+    for dup in ordered[1:]:
+        message = f"duplicate id; kept {ordered[0].source_uri}, dropped {dup.source_uri}"
+        yield TaggedOutput(BAD, DeadLetter(STAGE, doc_id, "duplicate_id", message))
+
+
+class DedupeDocuments(beam.PTransform):
+    """``PCollection[Document]`` -> one document per id, duplicates as dead letters."""
+
+    def expand(self, docs: beam.PCollection) -> Any:
+        return (
+            docs
+            | "KeyById" >> beam.Map(lambda d: (d.doc_id, d))
+            | "GroupById" >> beam.GroupByKey()
+            | "KeepOne" >> beam.FlatMap(_resolve_duplicates).with_outputs(BAD, main=GOOD)
+        )
+
+
+class ReadDocuments(beam.PTransform):
+    """Read files matching a pattern into documents, with a dead-letter output.
+
+    Example:
+        >>> results = p | ReadDocuments("docs/**", root="docs", config=IngestConfig())
+        >>> documents, dead = results[GOOD], results[BAD]
+
+    Args:
+        pattern: file path or glob understood by Beam ``FileSystems``.
+        root: directory that source ids are relative to.
+        config: ingest options.
+    """
+
+    def __init__(self, pattern: str, *, root: str, config: IngestConfig) -> None:
+        super().__init__()
+        if not pattern:
+            raise ValueError("ReadDocuments needs a non-empty file pattern")
+        self._pattern = pattern
+        self._root = root
+        self._config = config
+
+    def expand(self, pbegin: PBegin) -> Any:
+        parsed = (
+            pbegin
+            | "MatchFiles"
+            >> fileio.MatchFiles(
+                self._pattern, empty_match_treatment=fileio.EmptyMatchTreatment.ALLOW
+            )
+            | "ReadMatches" >> fileio.ReadMatches()
+            | "ParseFiles"
+            >> beam.ParDo(_ParseFileFn(root=self._root, config=self._config)).with_outputs(
+                BAD, main=GOOD
+            )
+        )
+        unique = typed(parsed[GOOD], Document) | "Dedupe" >> DedupeDocuments()
+        dead = (parsed[BAD], unique[BAD]) | "MergeDeadLetters" >> beam.Flatten()
+        return {
+            GOOD: typed(unique[GOOD], Document),
+            BAD: typed(dead, DeadLetter),
+        }
+
+
+def pattern_and_root(input_path: str) -> tuple[str, str]:
+    """Turn a user's ``--input`` into a Beam file pattern and the root ids are relative to.
+
+    A directory means every file under it; a glob's root is its non-glob prefix;
+    a single file's root is its directory.
+    """
+    from apache_beam.io.filesystems import FileSystems
+
+    if "://" not in input_path:
+        input_path = os.path.abspath(os.path.expanduser(input_path))
+    if any(ch in input_path for ch in "*?["):
+        prefix = input_path.split("*")[0].split("?")[0].split("[")[0]
+        return input_path, prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+    trimmed = input_path.rstrip("/")
+    if "://" not in trimmed:
+        if os.path.isdir(trimmed):
+            return FileSystems.join(trimmed, "**"), trimmed
+        return trimmed, os.path.dirname(trimmed)
+    found = FileSystems.match([trimmed])[0].metadata_list
+    if len(found) == 1 and found[0].path == trimmed and found[0].size_in_bytes > 0:
+        return trimmed, trimmed.rsplit("/", 1)[0]
+    return trimmed + "/**", trimmed
+
+
+def count_matches(pattern: str) -> int:
+    """How many files ``pattern`` matches (0 for a missing path)."""
+    from apache_beam.io.filesystems import FileSystems
+
+    try:
+        return len(FileSystems.match([pattern])[0].metadata_list)
+    except Exception:
+        return 0

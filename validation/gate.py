@@ -1,0 +1,214 @@
+"""Run every check on a bundle and write its ``validation.json``.
+
+Checks: file checksums against the manifest, one Great Expectations suite per
+table, and ANN qualification (vector count equals row count; recall@k of the
+HNSW index against exact search on a sample of stored vectors).
+"""
+
+import json
+import logging
+import os
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel, ConfigDict
+
+from evidex.bundles import (
+    CHUNK_INDEX,
+    CHUNKS,
+    DOCUMENTS,
+    FAILURES_DIR,
+    VALIDATION_REPORT,
+    BundleError,
+    manifest_sha256,
+    read_manifest,
+    verify_files,
+)
+from evidex.config import ACCESS_CLASSES
+from validation import frames, suites
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_RECALL_K = 10
+DEFAULT_RECALL_SAMPLE = 200
+DEFAULT_MEAN_RECALL_FLOOR = 0.98
+DEFAULT_MIN_RECALL_FLOOR = 0.80
+
+
+class CheckResult(BaseModel):
+    """One expectation or qualification check."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    table: str
+    success: bool
+    observed: Any = None
+
+
+class ValidationReport(BaseModel):
+    """What ``validation.json`` holds."""
+
+    model_config = ConfigDict(frozen=True)
+
+    bundle_id: str
+    manifest_sha256: str
+    passed: bool
+    checks: list[CheckResult]
+
+    def failed(self) -> list[CheckResult]:
+        return [c for c in self.checks if not c.success]
+
+
+def _run_suite(context: Any, suite: Any, frame: pd.DataFrame, table: str) -> list[CheckResult]:
+    source = context.data_sources.add_pandas(f"evidex_{table}")
+    batch = (
+        source.add_dataframe_asset(table)
+        .add_batch_definition_whole_dataframe("all")
+        .get_batch(batch_parameters={"dataframe": frame})
+    )
+    result = batch.validate(suite)
+    checks = []
+    for item in result.results:
+        config = item.expectation_config
+        if config is None:
+            continue
+        columns = [str(v) for k, v in sorted(config.kwargs.items()) if k.startswith("column")]
+        name = f"{table}.{config.type}({','.join(columns)})"
+        observed = {
+            k: item.result[k]
+            for k in ("unexpected_count", "observed_value", "partial_unexpected_list")
+            if k in item.result
+        }
+        checks.append(
+            CheckResult(
+                name=name, table=table, success=bool(item.success), observed=_jsonable(observed)
+            )
+        )
+    return checks
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def ann_checks(
+    index_path: str,
+    keys: np.ndarray,
+    vectors: np.ndarray,
+    *,
+    k: int = DEFAULT_RECALL_K,
+    sample: int = DEFAULT_RECALL_SAMPLE,
+    mean_floor: float = DEFAULT_MEAN_RECALL_FLOOR,
+    min_floor: float = DEFAULT_MIN_RECALL_FLOOR,
+    seed: int = 0,
+) -> list[CheckResult]:
+    """Vector count and recall@k of the HNSW file against exact cosine search."""
+    from usearch.index import Index
+
+    index = Index.restore(index_path, view=True)
+    if index is None:
+        return [CheckResult(name="ann.readable", table="ann", success=False)]
+    checks = [
+        CheckResult(
+            name="ann.vector_count_equals_rows",
+            table="ann",
+            success=len(index) == len(keys),
+            observed=[len(index), len(keys)],
+        ),
+        CheckResult(
+            name="ann.dimension",
+            table="ann",
+            success=index.ndim == vectors.shape[1],
+            observed=[index.ndim, int(vectors.shape[1])],
+        ),
+    ]
+    if len(keys) == 0:
+        return checks
+    rng = np.random.default_rng(seed)
+    picked = np.sort(rng.choice(len(keys), size=min(sample, len(keys)), replace=False))
+    depth = min(k, len(keys))
+    exact = np.argsort(-(vectors[picked] @ vectors.T), axis=1, kind="stable")[:, :depth]
+    found = index.search(vectors[picked], depth).keys
+    recalls = [
+        len(set(keys[row].tolist()) & set(found[i].tolist())) / depth for i, row in enumerate(exact)
+    ]
+    mean, low = float(np.mean(recalls)), float(np.min(recalls))
+    checks.append(
+        CheckResult(
+            name=f"ann.mean_recall@{depth}",
+            table="ann",
+            success=mean >= mean_floor,
+            observed=round(mean, 4),
+        )
+    )
+    checks.append(
+        CheckResult(
+            name=f"ann.min_recall@{depth}",
+            table="ann",
+            success=low >= min_floor,
+            observed=round(low, 4),
+        )
+    )
+    return checks
+
+
+def validate_bundle(
+    path: str, *, access_classes: Iterable[str] = ACCESS_CLASSES, write: bool = True
+) -> ValidationReport:
+    """Validate the bundle at ``path`` and (by default) write ``validation.json`` into it.
+
+    Raises:
+        BundleError: the manifest is missing or unreadable (nothing to validate).
+    """
+    manifest = read_manifest(path)
+    allowed = sorted(access_classes)
+    checks: list[CheckResult] = []
+    try:
+        verify_files(path, manifest)
+        checks.append(CheckResult(name="bundle.checksums", table="bundle", success=True))
+    except BundleError as exc:
+        checks.append(
+            CheckResult(name="bundle.checksums", table="bundle", success=False, observed=str(exc))
+        )
+    if checks[-1].success:
+        checks += _table_checks(
+            path, manifest.model.dimension, manifest.model.max_seq_length, allowed
+        )
+    report = ValidationReport(
+        bundle_id=manifest.bundle_id,
+        manifest_sha256=manifest_sha256(path),
+        passed=all(c.success for c in checks),
+        checks=checks,
+    )
+    if write:
+        with open(os.path.join(path, VALIDATION_REPORT), "w", encoding="utf-8") as handle:
+            handle.write(report.model_dump_json(indent=2))
+    return report
+
+
+def _table_checks(path: str, dimension: int, window: int, allowed: list[str]) -> list[CheckResult]:
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False)
+    docs = frames.documents_frame(os.path.join(path, DOCUMENTS))
+    checks = _run_suite(context, suites.documents_suite(access_classes=allowed), docs, "documents")
+    chunks = frames.chunks_frame(os.path.join(path, CHUNKS), docs)
+    checks += _run_suite(
+        context,
+        suites.chunks_suite(dimension=dimension, max_tokens=window, access_classes=allowed),
+        chunks,
+        "chunks",
+    )
+    failures_dir = os.path.join(path, FAILURES_DIR)
+    for name in sorted(os.listdir(failures_dir)) if os.path.isdir(failures_dir) else []:
+        stage = name.removesuffix(".parquet")
+        frame = pd.read_parquet(os.path.join(failures_dir, name))
+        checks += _run_suite(context, suites.failures_suite(stage), frame, f"failures_{stage}")
+    keys, vectors = frames.chunk_vectors(os.path.join(path, CHUNKS))
+    checks += ann_checks(os.path.join(path, CHUNK_INDEX), keys, vectors)
+    return checks
