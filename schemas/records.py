@@ -17,6 +17,9 @@ _SEP = "\x1f"  # ASCII unit separator between hashed id parts.
 class Document(NamedTuple):
     """One source document, its text normalized (NFC, ``\\n`` newlines).
 
+    ``valid_from`` / ``valid_to`` are ISO-8601 dates (``YYYY-MM-DD``) bounding
+    when the document's content holds; ``None`` means open-ended.
+
     Example:
         >>> Document(doc_id="guide.md", revision=revision_of("Hi"), title="Guide",
         ...          text="Hi", source_uri="file:///guide.md", source_role="guide",
@@ -32,6 +35,8 @@ class Document(NamedTuple):
     access_class: str
     language: str
     metadata_json: str
+    valid_from: str | None = None
+    valid_to: str | None = None
 
 
 class Chunk(NamedTuple):
@@ -75,6 +80,8 @@ DOCUMENT_SCHEMA = pa.schema(
         pa.field("access_class", pa.string(), nullable=False),
         pa.field("language", pa.string(), nullable=False),
         pa.field("metadata_json", pa.string(), nullable=False),
+        pa.field("valid_from", pa.string(), nullable=True),
+        pa.field("valid_to", pa.string(), nullable=True),
     ]
 )
 

@@ -101,3 +101,28 @@ def validated_root(built_root: Path, tmp_path_factory: pytest.TempPathFactory) -
     assert report.passed, report.failed()
     activate(str(root), "b1")
     return root
+
+
+OTHER_CORPUS = {
+    "owls.md": "# Owls\n\nBarn owls hunt at night and locate mice by sound alone.",
+    "glass.txt": "Glass is made by melting sand with soda ash and lime, then cooling it fast.",
+    "rust.md": "# Rust\n\nIron rusts when it reacts with oxygen and water to form iron oxide.",
+}
+
+
+@pytest.fixture(scope="session")
+def two_bundle_root(validated_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A root with two validated bundles of disjoint corpora: ``b1`` (active) and ``b2``."""
+    from evidex.activation import activate
+    from evidex.bundles import bundle_path
+    from pipelines.build_index import run
+    from validation import validate_bundle
+
+    root = tmp_path_factory.mktemp("two")
+    shutil.rmtree(root)
+    shutil.copytree(validated_root, root)
+    corpus = write_corpus(tmp_path_factory.mktemp("other"), OTHER_CORPUS)
+    run(["--input", str(corpus), "--root", str(root)], bundle_id="b2")
+    assert validate_bundle(bundle_path(str(root), "b2")).passed
+    assert activate(str(root), "b1")["bundle_id"] == "b1"
+    return root

@@ -4,7 +4,7 @@ import pytest
 
 from evidex.cli import build_parser, main
 
-SUBCOMMANDS = ("build", "validate", "activate", "rollback", "status", "query")
+SUBCOMMANDS = ("build", "validate", "activate", "rollback", "status", "query", "gc", "regression")
 
 
 def test_top_level_help_names_every_subcommand(capsys):

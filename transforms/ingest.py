@@ -4,10 +4,12 @@ Reading goes through Beam ``fileio``/``FileSystems``, so any filesystem Beam
 knows (local, ``gs://``, ``s3://`` with its extra) works unchanged.
 """
 
+import datetime as dt
 import json
 import logging
 import os
 import posixpath
+import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -16,13 +18,14 @@ from apache_beam.io import fileio
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import PBegin, TaggedOutput
 
-from evidex.config import IngestConfig
+from evidex.config import ACCESS_CLASSES, SOURCE_ROLES, IngestConfig
 from schemas import DeadLetter, Document, normalize_text, revision_of
 from transforms.tags import BAD, GOOD, typed
 
 logger = logging.getLogger(__name__)
 
 STAGE = "ingest"
+_OVERRIDE_FIELDS = ("access_class", "source_role", "language", "valid_from", "valid_to")
 TEXT_SUFFIXES = (".txt", ".md", ".markdown", ".rst", ".text")
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 
@@ -44,6 +47,21 @@ def relative_id(path: str, root: str) -> str:
     return posixpath.basename(norm_path)
 
 
+_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+def _checked_date(value: Any, field: str) -> str | None:
+    if value in (None, ""):
+        return None
+    if not isinstance(value, str) or not _ISO_DATE.match(value):
+        raise IngestError("invalid_field", f"{field} must be a YYYY-MM-DD date, got {value!r}")
+    try:
+        dt.date.fromisoformat(value)
+    except ValueError as exc:
+        raise IngestError("invalid_field", f"{field} is not a real date: {value}") from exc
+    return value
+
+
 def make_document(
     *,
     doc_id: str,
@@ -52,25 +70,43 @@ def make_document(
     source_uri: str,
     config: IngestConfig,
     metadata: dict[str, Any] | None = None,
+    overrides: dict[str, Any] | None = None,
 ) -> Document:
     """Normalize text and build a ``Document``.
 
+    Args:
+        overrides: per-record ``access_class``, ``source_role``, ``language``,
+            ``valid_from`` and ``valid_to``, checked against the declared sets.
+
     Raises:
-        IngestError: the text is empty after normalization.
+        IngestError: the text is empty, or an override is invalid.
     """
     text = normalize_text(raw_text)
     if not text.strip():
         raise IngestError("empty", "document has no text")
+    extra = overrides or {}
+    access_class = extra.get("access_class") or config.access_class
+    if access_class not in ACCESS_CLASSES:
+        raise IngestError("invalid_field", f"access_class {access_class!r} not in {ACCESS_CLASSES}")
+    source_role = extra.get("source_role") or config.source_role
+    if source_role not in SOURCE_ROLES:
+        raise IngestError("invalid_field", f"source_role {source_role!r} not in {SOURCE_ROLES}")
+    valid_from = _checked_date(extra.get("valid_from"), "valid_from")
+    valid_to = _checked_date(extra.get("valid_to"), "valid_to")
+    if valid_from and valid_to and valid_to < valid_from:
+        raise IngestError("invalid_field", f"valid_to {valid_to} is before valid_from {valid_from}")
     return Document(
         doc_id=doc_id,
         revision=revision_of(text),
         title=title.strip() or doc_id,
         text=text,
         source_uri=source_uri,
-        source_role=config.source_role,
-        access_class=config.access_class,
-        language=config.language,
+        source_role=source_role,
+        access_class=access_class,
+        language=str(extra.get("language") or config.language),
         metadata_json=json.dumps(metadata or {}, sort_keys=True, ensure_ascii=False),
+        valid_from=valid_from,
+        valid_to=valid_to,
     )
 
 
@@ -107,7 +143,12 @@ def parse_jsonl_line(line: bytes, *, source_uri: str, config: IngestConfig) -> D
     if len(text.encode("utf-8")) > config.max_document_bytes:
         raise IngestError("oversized", f"text exceeds {config.max_document_bytes} bytes")
     title = record.get(config.jsonl_title_field) or ""
-    used = {config.jsonl_text_field, config.jsonl_title_field, *config.jsonl_id_fields}
+    used = {
+        config.jsonl_text_field,
+        config.jsonl_title_field,
+        *config.jsonl_id_fields,
+        *_OVERRIDE_FIELDS,
+    }
     metadata = {k: v for k, v in record.items() if k not in used}
     return make_document(
         doc_id=doc_id,
@@ -116,6 +157,7 @@ def parse_jsonl_line(line: bytes, *, source_uri: str, config: IngestConfig) -> D
         source_uri=source_uri,
         config=config,
         metadata=metadata,
+        overrides={k: record[k] for k in _OVERRIDE_FIELDS if k in record},
     )
 
 

@@ -25,8 +25,10 @@ from evidex.bundles import (
     manifest_sha256,
     read_manifest,
     verify_files,
+    verify_index_headers,
 )
-from evidex.config import ACCESS_CLASSES
+from evidex.config import ACCESS_CLASSES, SOURCE_ROLES
+from evidex.regression import RegressionCase
 from validation import frames, suites
 
 logger = logging.getLogger(__name__)
@@ -125,8 +127,8 @@ def ann_checks(
             observed=[index.ndim, int(vectors.shape[1])],
         ),
     ]
-    if len(keys) == 0:
-        return checks
+    if len(keys) == 0 or not all(c.success for c in checks):
+        return checks  # recall is meaningless (or impossible) on a mismatched index
     rng = np.random.default_rng(seed)
     picked = np.sort(rng.choice(len(keys), size=min(sample, len(keys)), replace=False))
     depth = min(k, len(keys))
@@ -155,10 +157,42 @@ def ann_checks(
     return checks
 
 
+def regression_checks(path: str, cases: list[RegressionCase]) -> list[CheckResult]:
+    """Run the frozen regression queries against the bundle at ``path``."""
+    from query import open_bundle, retrieve
+
+    bundle = open_bundle(path, verify=False)  # checksums were verified just before
+    checks = []
+    for number, case in enumerate(cases, start=1):
+        found = [e.doc_id for e in retrieve(bundle, case.query, k=case.k)]
+        missing = [d for d in case.expect if d not in found]
+        checks.append(
+            CheckResult(
+                name=f"regression.{number}({case.query[:60]})",
+                table="regression",
+                success=not missing,
+                observed={"missing": missing, "top_k": found},
+            )
+        )
+    return checks
+
+
 def validate_bundle(
-    path: str, *, access_classes: Iterable[str] = ACCESS_CLASSES, write: bool = True
+    path: str,
+    *,
+    access_classes: Iterable[str] = ACCESS_CLASSES,
+    source_roles: Iterable[str] = SOURCE_ROLES,
+    regression: list[RegressionCase] | None = None,
+    write: bool = True,
 ) -> ValidationReport:
     """Validate the bundle at ``path`` and (by default) write ``validation.json`` into it.
+
+    Args:
+        path: bundle directory.
+        access_classes: the declared set every access class must belong to.
+        source_roles: the declared set every source role must belong to.
+        regression: frozen queries that must find their documents (the root's suite).
+        write: write the report into the bundle.
 
     Raises:
         BundleError: the manifest is missing or unreadable (nothing to validate).
@@ -168,6 +202,7 @@ def validate_bundle(
     checks: list[CheckResult] = []
     try:
         verify_files(path, manifest)
+        verify_index_headers(path, manifest)
         checks.append(CheckResult(name="bundle.checksums", table="bundle", success=True))
     except BundleError as exc:
         checks.append(
@@ -175,8 +210,14 @@ def validate_bundle(
         )
     if checks[-1].success:
         checks += _table_checks(
-            path, manifest.model.dimension, manifest.model.max_seq_length, allowed
+            path,
+            manifest.model.dimension,
+            manifest.model.max_seq_length,
+            allowed,
+            sorted(source_roles),
         )
+        if regression and all(c.success for c in checks):
+            checks += regression_checks(path, regression)
     report = ValidationReport(
         bundle_id=manifest.bundle_id,
         manifest_sha256=manifest_sha256(path),
@@ -189,14 +230,21 @@ def validate_bundle(
     return report
 
 
-def _table_checks(path: str, dimension: int, window: int, allowed: list[str]) -> list[CheckResult]:
+def _table_checks(
+    path: str, dimension: int, window: int, allowed: list[str], roles: list[str]
+) -> list[CheckResult]:
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
     context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = ProgressBarsConfig(globally=False)
     docs = frames.documents_frame(os.path.join(path, DOCUMENTS))
-    checks = _run_suite(context, suites.documents_suite(access_classes=allowed), docs, "documents")
+    checks = _run_suite(
+        context,
+        suites.documents_suite(access_classes=allowed, source_roles=roles),
+        docs,
+        "documents",
+    )
     chunks = frames.chunks_frame(os.path.join(path, CHUNKS), docs)
     checks += _run_suite(
         context,

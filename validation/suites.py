@@ -10,10 +10,14 @@ import great_expectations as gx
 from great_expectations import expectations as gxe
 
 _SHA256 = r"^[0-9a-f]{64}$"
+_DATE = r"^\d{4}-\d{2}-\d{2}$"
 
 
-def documents_suite(*, access_classes: Iterable[str]) -> gx.ExpectationSuite:
-    """Documents: unique non-null ids, sha256 revisions, non-empty text, known access classes."""
+def documents_suite(
+    *, access_classes: Iterable[str], source_roles: Iterable[str]
+) -> gx.ExpectationSuite:
+    """Documents: unique non-null ids, sha256 revisions, non-empty text, declared access
+    classes and source roles, well-formed and ordered validity intervals."""
     suite = gx.ExpectationSuite(name="documents")
     for column in ("doc_id", "revision", "title", "text", "access_class", "source_role"):
         suite.add_expectation(gxe.ExpectColumnValuesToNotBeNull(column=column))
@@ -22,6 +26,19 @@ def documents_suite(*, access_classes: Iterable[str]) -> gx.ExpectationSuite:
     suite.add_expectation(gxe.ExpectColumnValuesToBeBetween(column="text_length", min_value=1))
     suite.add_expectation(
         gxe.ExpectColumnValuesToBeInSet(column="access_class", value_set=sorted(access_classes))
+    )
+    suite.add_expectation(
+        gxe.ExpectColumnValuesToBeInSet(column="source_role", value_set=sorted(source_roles))
+    )
+    for column in ("valid_from", "valid_to"):
+        suite.add_expectation(gxe.ExpectColumnValuesToMatchRegex(column=column, regex=_DATE))
+    suite.add_expectation(
+        gxe.ExpectColumnPairValuesAToBeGreaterThanB(
+            column_A="valid_to",
+            column_B="valid_from",
+            or_equal=True,
+            ignore_row_if="either_value_is_missing",
+        )
     )
     return suite
 

@@ -112,3 +112,32 @@ def test_read_documents_sends_every_bad_input_to_dead_letters(tmp_path):
             ),
             label="dead_letters",
         )
+
+
+def test_jsonl_records_can_set_access_role_and_validity():
+    doc = parse_jsonl_line(
+        b'{"_id": "p1", "text": "Limit is 500.", "access_class": "internal", '
+        b'"source_role": "policy", "valid_from": "2024-01-01", "valid_to": "2024-12-31"}',
+        source_uri="f",
+        config=IngestConfig(),
+    )
+    assert (doc.access_class, doc.source_role, doc.valid_from, doc.valid_to) == (
+        "internal",
+        "policy",
+        "2024-01-01",
+        "2024-12-31",
+    )
+    assert doc.metadata_json == "{}"
+    bad = {
+        b'{"_id": "x", "text": "t", "access_class": "secret"}': "access_class",
+        b'{"_id": "x", "text": "t", "source_role": "rumour"}': "source_role",
+        b'{"_id": "x", "text": "t", "valid_from": "2024-02-30"}': "not a real date",
+        b'{"_id": "x", "text": "t", "valid_from": "yesterday"}': "YYYY-MM-DD",
+        b'{"_id": "x", "text": "t", "valid_from": "2024-05-01", "valid_to": "2024-01-01"}': (
+            "before valid_from"
+        ),
+    }
+    for line, reason in bad.items():
+        with pytest.raises(IngestError, match=reason) as info:
+            parse_jsonl_line(line, source_uri="f", config=IngestConfig())
+        assert info.value.error_type == "invalid_field"

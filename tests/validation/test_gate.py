@@ -85,3 +85,17 @@ def test_ann_recall_floor_can_fail(tmp_path):
     checks = {c.name: c for c in ann_checks(str(tmp_path / "x.usearch"), keys, vectors)}
     assert not checks["ann.mean_recall@10"].success
     assert checks["ann.vector_count_equals_rows"].success
+
+
+def test_undeclared_roles_and_reversed_validity_fail(fresh_root):
+    path = bundle_path(str(fresh_root), "b1")
+    table = pq.read_table(os.path.join(path, "documents.parquet"))
+    rows = table.to_pylist()
+    rows[0].update(valid_from="2025-01-01", valid_to="2024-01-01")
+    rows[1].update(source_role="rumour")
+    _rewrite_with_checksum(path, "documents.parquet", pa.Table.from_pylist(rows, table.schema))
+    failed = {c.name for c in validate_bundle(path).failed()}
+    assert failed == {
+        "documents.expect_column_pair_values_a_to_be_greater_than_b(valid_to,valid_from)",
+        "documents.expect_column_values_to_be_in_set(source_role)",
+    }

@@ -1,0 +1,85 @@
+"""Where ``ACTIVE`` lives: one small interface, a local-filesystem implementation.
+
+An object-store implementation (GCS generation match, S3 conditional put)
+implements the same two methods with a conditional write on the pointer object.
+"""
+
+import fcntl
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Protocol
+
+from evidex.bundles import fsync_dir
+
+ACTIVE = "ACTIVE"
+_LOCK = ".activation.lock"
+
+
+class PointerConflictError(RuntimeError):
+    """The pointer no longer holds the value the caller expected."""
+
+
+class PointerStore(Protocol):
+    """Holds the id of the active bundle."""
+
+    def read(self) -> str | None:
+        """The current value, or ``None`` when unset."""
+        ...
+
+    def compare_and_swap(self, expected: str | None, new: str) -> None:
+        """Set the value to ``new`` only if it is still ``expected``.
+
+        Raises:
+            PointerConflictError: it held something else.
+        """
+        ...
+
+
+class LocalPointerStore:
+    """``<root>/ACTIVE`` replaced by temp file + fsync + rename + directory fsync under flock.
+
+    Example:
+        >>> store = LocalPointerStore("/srv/evidex")
+        >>> store.compare_and_swap(store.read(), "20261130T031100.000000Z")
+    """
+
+    def __init__(self, root: str) -> None:
+        self._root = root
+        self._path = os.path.join(root, ACTIVE)
+
+    def read(self) -> str | None:
+        try:
+            with open(self._path, encoding="utf-8") as handle:
+                value = handle.read().strip()
+        except FileNotFoundError:
+            return None
+        return value or None
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the root's exclusive activation lock (also across processes)."""
+        os.makedirs(self._root, exist_ok=True)
+        with open(os.path.join(self._root, _LOCK), "a+") as lock:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
+    def compare_and_swap(self, expected: str | None, new: str) -> None:
+        with self.locked():
+            self.swap_locked(expected, new)
+
+    def swap_locked(self, expected: str | None, new: str) -> None:
+        """``compare_and_swap`` for a caller already holding :meth:`locked`."""
+        current = self.read()
+        if current != expected:
+            raise PointerConflictError(f"ACTIVE is {current!r}, expected {expected!r}")
+        temp = f"{self._path}.{os.getpid()}.tmp"
+        with open(temp, "w", encoding="utf-8") as handle:
+            handle.write(new + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, self._path)
+        fsync_dir(self._root)
