@@ -27,6 +27,7 @@ DOCUMENTS = "documents.parquet"
 CHUNKS = "chunks.parquet"
 CHUNK_INDEX = "chunks.usearch"
 FAILURES_DIR = "failures"
+LEXICAL_DIR = "bm25"
 TABLES = {"documents": DOCUMENTS, "chunks": CHUNKS}
 
 

@@ -252,7 +252,8 @@ def format_evidence(query: str, evidence: Sequence[Any], width: int = 100) -> st
     if not evidence:
         lines.append("  (no evidence visible to this caller)")
     for e in evidence:
-        lines.append(f"  {e.rank}. {e.doc_id}  [{e.start}:{e.end})  score {e.score:.4f}")
+        flag = "  [fallback]" if getattr(e, "fallback", False) else ""
+        lines.append(f"  {e.rank}. {e.doc_id}  [{e.start}:{e.end})  score {e.score:.4f}{flag}")
         lines.append(f"     {e.title}")
         quote = " ".join(e.text.split())
         quote = quote if len(quote) <= 320 else quote[:317] + "..."
@@ -262,26 +263,69 @@ def format_evidence(query: str, evidence: Sequence[Any], width: int = 100) -> st
     return "\n".join(lines)
 
 
+def format_answer(result: Any, *, explain: bool) -> str:
+    """Verdict, reasons and evidence; with ``explain``, routing and per-arm ranks too."""
+    lines = [format_evidence(result.query, result.evidence)]
+    reasons = "; ".join(f"{r.code}: {r.detail}" for r in result.admission.reasons)
+    lines.append(f"  admission: {result.status} ({reasons})")
+    if explain:
+        r = result.route
+        lines.append(
+            f"  route: {r.operation} via {', '.join(r.surfaces) or 'nothing'}; "
+            f"anchors: {', '.join(r.anchors) or 'none'}"
+        )
+        lines += [f"    - {why}" for why in r.reasons]
+        lines.append(f"  time window: {result.admission.window[0]}..{result.admission.window[1]}")
+        for e in result.evidence:
+            lines.append(
+                f"  #{e.rank} {e.chunk_id[:12]} dense rank {e.dense_rank} "
+                f"(cos {e.dense_score}), lexical rank {e.lexical_rank} "
+                f"(bm25 {e.lexical_score}), fallback {e.fallback}"
+            )
+        for e, why in result.admission.rejected:
+            lines.append(f"  rejected {e.doc_id} [{e.start}:{e.end}): {why.code}: {why.detail}")
+    return "\n".join(lines)
+
+
 def cmd_query(args: argparse.Namespace) -> int:
-    from query import load_bundle, retrieve
+    import datetime as dt
+
+    from query import answer, load_bundle
 
     bundle = load_bundle(args.root, bundle_id=args.bundle, verify=not args.no_verify)
     access = args.access.split(",") if args.access else None
+    roles = args.roles.split(",") if args.roles else None
+    today = dt.date.fromisoformat(args.today) if args.today else None
     results = []
     for text in args.query:
-        evidence = retrieve(bundle, text, k=args.k, access=access)
-        results.append(
-            {
-                "query": text,
-                "bundle_id": bundle.bundle_id,
-                "evidence": [e._asdict() for e in evidence],
-            }
+        result = answer(
+            bundle,
+            text,
+            k=args.k,
+            access=access,
+            roles=roles,
+            today=today,
+            lexical_weight=args.lexical_weight,
         )
+        results.append(result.to_json())
         if not args.json:
-            print(format_evidence(text, evidence))
+            print(format_answer(result, explain=args.explain))
             print()
     if args.json:
         print(json.dumps(results if len(results) > 1 else results[0], indent=2))
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from query.server import create_app
+
+    app = create_app(args.root, verify=not args.no_verify)
+    logger.info(
+        "serving the active bundle on http://%s:%d (OpenAPI at /docs)", args.host, args.port
+    )
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0
 
 
@@ -336,6 +380,17 @@ def build_parser() -> argparse.ArgumentParser:
     _root_arg(p)
     _json_arg(p)
     _add_query(sub)
+    p = sub.add_parser(
+        "serve",
+        help="HTTP API over the active bundle",
+        description="Serve /retrieve (POST), /health, /bundle and the OpenAPI schema "
+        "(/docs, /openapi.json). Picks up new activations without dropping requests. Binds "
+        "to loopback unless --host says otherwise.",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8765, help="port (default 8765)")
+    p.add_argument("--no-verify", action="store_true", help="skip sha256 checks on load")
+    _root_arg(p)
     p = sub.add_parser(
         "gc",
         help="delete old bundles, keeping the newest N",
@@ -436,7 +491,8 @@ def _add_query(sub: Any) -> None:
     p = sub.add_parser(
         "query",
         help="retrieve evidence from the active bundle",
-        description="Return the top evidence for each query: document id, title, exact "
+        description="Route each query, retrieve with dense + BM25 fusion, and admit the "
+        "evidence: status PASS / FAIL / UNKNOWN with reasons, then document id, title, exact "
         "[start:end) span, score and the quoted text. Verifies the bundle's checksums and "
         "model fingerprint before reading it.",
     )
@@ -446,6 +502,27 @@ def _add_query(sub: Any) -> None:
         "--access",
         default=None,
         help="comma-separated access classes the caller may see (default: all)",
+    )
+    p.add_argument(
+        "--roles",
+        default=None,
+        help="comma-separated source roles the caller accepts (default: all)",
+    )
+    p.add_argument(
+        "--today",
+        default=None,
+        metavar="YYYY-MM-DD",
+        help="date for validity checks when the query names none (default: today)",
+    )
+    p.add_argument(
+        "--lexical-weight",
+        dest="lexical_weight",
+        type=float,
+        default=1.0,
+        help="weight of the BM25 arm in fusion (default 1.0)",
+    )
+    p.add_argument(
+        "--explain", action="store_true", help="show routing, per-arm ranks and rejected evidence"
     )
     p.add_argument("--bundle", default=None, help="query this bundle instead of the active one")
     p.add_argument(
@@ -471,6 +548,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "query": cmd_query,
         "gc": cmd_gc,
         "regression": cmd_regression,
+        "serve": cmd_serve,
     }
     try:
         if args.command == "build":

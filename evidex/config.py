@@ -93,6 +93,15 @@ class AnnConfig(_Frozen):
     expansion_search: int = Field(64, gt=0, description="ef at search")
 
 
+class LexicalConfig(_Frozen):
+    """BM25 over chunk texts (bm25s, Lucene variant)."""
+
+    k1: float = Field(1.5, gt=0, description="term-frequency saturation")
+    b: float = Field(0.75, ge=0, le=1, description="length normalization")
+    stemmer: str | None = Field("english", description="Snowball stemmer language, or none")
+    stopwords: str | None = Field("en", description="bm25s stopword list, or none")
+
+
 class BuildConfig(_Frozen):
     """Everything that determines a bundle's contents."""
 
@@ -101,6 +110,7 @@ class BuildConfig(_Frozen):
     chunk: ChunkConfig = ChunkConfig()
     embed: EmbedConfig
     ann: AnnConfig = AnnConfig()
+    lexical: LexicalConfig = LexicalConfig()
     spacy_pipeline: str = Field(
         DEFAULT_SPACY_PIPELINE, description="spaCy pipeline for the extraction stages"
     )

@@ -44,6 +44,7 @@ from transforms.ann import BuildAnnIndex
 from transforms.chunk import ChunkDocuments
 from transforms.embed import EmbedChunks
 from transforms.ingest import ReadDocuments, count_matches, pattern_and_root
+from transforms.lexical import BuildLexicalIndex
 from transforms.stdlib_corpus import ReadStdlibCorpus
 from transforms.tags import BAD, GOOD
 from transforms.write import WriteTable, chunk_rows_table, records_table
@@ -167,6 +168,12 @@ def assemble(
     )
     _ = embedded[GOOD] | "BuildChunkIndex" >> BuildAnnIndex(
         join(staging, bundles.CHUNK_INDEX), dimension=dimension, config=config.ann
+    )
+    _ = (
+        embedded[GOOD]
+        | "ChunksOfEmbedded" >> beam.Map(lambda e: e.chunk)
+        | "BuildLexicalIndex"
+        >> BuildLexicalIndex(join(staging, bundles.LEXICAL_DIR), config=config.lexical)
     )
     for stage, dead in zip(STAGES, (read[BAD], chunked[BAD], embedded[BAD]), strict=True):
         _ = dead | f"WriteFailures_{stage}" >> WriteTable(

@@ -3,6 +3,8 @@
 Never imports apache_beam; no text generation in the read path.
 """
 
+from query.admission import Admission, admit
+from query.answer import Answer, answer
 from query.bundle import (
     BundleReader,
     LoadedBundle,
@@ -12,14 +14,21 @@ from query.bundle import (
     open_bundle,
 )
 from query.retrieve import Evidence, retrieve
+from query.router import Route, route
 
 __all__ = [
+    "Admission",
+    "Answer",
     "BundleReader",
     "Evidence",
     "LoadedBundle",
     "ModelMismatchError",
     "NoActiveBundleError",
+    "Route",
+    "admit",
+    "answer",
     "load_bundle",
     "open_bundle",
     "retrieve",
+    "route",
 ]

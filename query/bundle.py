@@ -16,6 +16,7 @@ from evidex.bundles import (
     CHUNK_INDEX,
     CHUNKS,
     DOCUMENTS,
+    LEXICAL_DIR,
     BundleError,
     bundle_path,
     read_manifest,
@@ -23,7 +24,9 @@ from evidex.bundles import (
     verify_files,
     verify_index_headers,
 )
+from evidex.config import LexicalConfig
 from evidex.models import fingerprint, load_sentence_transformer, resolve_model
+from query.lexical import LexicalIndex
 from schemas.manifest import Manifest
 
 
@@ -55,6 +58,7 @@ class LoadedBundle:
     keys: np.ndarray
     index: Any
     model: Any
+    lexical: Any = None
     _row_of_key: dict[int, int] = field(default_factory=dict, repr=False)
     _vectors: np.ndarray | None = field(default=None, repr=False)
 
@@ -86,7 +90,16 @@ class LoadedBundle:
 def _read_documents(path: str) -> dict[str, dict[str, Any]]:
     table = pq.read_table(
         os.path.join(path, DOCUMENTS),
-        columns=["doc_id", "revision", "title", "text", "access_class", "source_role"],
+        columns=[
+            "doc_id",
+            "revision",
+            "title",
+            "text",
+            "access_class",
+            "source_role",
+            "valid_from",
+            "valid_to",
+        ],
     )
     return {row["doc_id"]: row for row in table.to_pylist()}
 
@@ -158,6 +171,13 @@ def open_bundle(path: str, *, verify: bool = True, model: Any = None) -> LoadedB
     index = Index.restore(os.path.join(path, CHUNK_INDEX), view=True)
     if index is None:
         raise BundleError(f"cannot read the vector index of bundle {manifest.bundle_id}")
+    lexical = None
+    if os.path.isdir(os.path.join(path, LEXICAL_DIR)):
+        lexical = LexicalIndex.open(
+            os.path.join(path, LEXICAL_DIR),
+            LexicalConfig.model_validate(manifest.config.get("lexical", {})),
+            rows=chunks.num_rows,
+        )
     return LoadedBundle(
         path=path,
         manifest=manifest,
@@ -170,6 +190,7 @@ def open_bundle(path: str, *, verify: bool = True, model: Any = None) -> LoadedB
         keys=chunks.column("ann_key").to_numpy().astype(np.uint64),
         index=index,
         model=model,
+        lexical=lexical,
     )
 
 

@@ -1,10 +1,9 @@
-"""Dense retrieval over a loaded bundle, returning quotable evidence.
+"""Retrieval over a loaded bundle: dense and lexical arms, fused, returning quotable evidence.
 
-Ordering is a total order: score descending (rounded to 6 decimals so float
-noise never reorders), then chunk id ascending. Access filtering happens
-*before* top-k: when the caller may not see every chunk, the search runs
-exactly over the visible rows, so nothing leaks and results are never emptied
-by post-filtering.
+Access filtering happens inside each arm *before* its top-k: when the caller
+may not see every chunk, the dense arm searches exactly over the visible rows
+and the lexical arm's scores are masked to them, so nothing invisible is ever
+ranked and results are never emptied by post-filtering.
 """
 
 import hashlib
@@ -14,8 +13,9 @@ from typing import NamedTuple
 import numpy as np
 
 from query.bundle import LoadedBundle
+from query.fusion import SCORE_DECIMALS, ArmHit, Fused, fuse
 
-_SCORE_DECIMALS = 6
+DEFAULT_DEPTH = 100
 
 
 class Evidence(NamedTuple):
@@ -32,38 +32,113 @@ class Evidence(NamedTuple):
     text: str
     content_sha256: str
     access_class: str
+    source_role: str
+    valid_from: str | None
+    valid_to: str | None
+    arms: tuple[str, ...]
+    dense_rank: int | None
+    dense_score: float | None
+    lexical_rank: int | None
+    lexical_score: float | None
+    fallback: bool
 
 
-def _visible_rows(bundle: LoadedBundle, access: Iterable[str] | None) -> np.ndarray | None:
+def visible_rows(bundle: LoadedBundle, access: Iterable[str] | None) -> np.ndarray | None:
     """Row indices the caller may see, or ``None`` when every row is visible."""
     if access is None:
         return None
     allowed = set(access)
-    mask = np.array([a in allowed for a in bundle.access_classes], dtype=bool)
+    mask = np.fromiter(
+        (a in allowed for a in bundle.access_classes), dtype=bool, count=len(bundle.access_classes)
+    )
     return None if mask.all() else np.flatnonzero(mask)
 
 
-def _dense_candidates(
-    bundle: LoadedBundle, vector: np.ndarray, k: int, rows: np.ndarray | None
-) -> list[tuple[float, int]]:
+def dense_arm(
+    bundle: LoadedBundle, vector: np.ndarray, depth: int, rows: np.ndarray | None
+) -> list[ArmHit]:
+    """Top ``depth`` visible rows by cosine similarity, best first."""
     if rows is None:
-        count = min(k, len(bundle.keys))
+        count = min(depth, len(bundle.keys))
         if count == 0:
             return []
         matches = bundle.index.search(vector, count)
-        return [
-            (1.0 - float(d), bundle.row_of_key(int(key)))
+        scored = [
+            (round(1.0 - float(d), SCORE_DECIMALS), bundle.row_of_key(int(key)))
             for key, d in zip(matches.keys, matches.distances, strict=True)
         ]
-    if len(rows) == 0:
+    else:
+        if len(rows) == 0:
+            return []
+        sims = bundle.vectors()[rows] @ vector
+        top = np.argsort(-sims, kind="stable")[:depth]
+        scored = [(round(float(sims[i]), SCORE_DECIMALS), int(rows[i])) for i in top]
+    scored.sort(key=lambda sr: (-sr[0], bundle.chunk_ids[sr[1]]))
+    return [ArmHit(row, rank, score) for rank, (score, row) in enumerate(scored, start=1)]
+
+
+def lexical_arm(
+    bundle: LoadedBundle, query: str, depth: int, rows: np.ndarray | None
+) -> list[ArmHit]:
+    """Top ``depth`` visible rows with a positive BM25 score, best first."""
+    if bundle.lexical is None:
         return []
-    scores = bundle.vectors()[rows] @ vector
-    top = np.argsort(-scores, kind="stable")[:k]
-    return [(float(scores[i]), int(rows[i])) for i in top]
+    scores = bundle.lexical.scores(query)
+    if rows is not None:
+        masked = np.zeros_like(scores)
+        masked[rows] = scores[rows]
+        scores = masked
+    positive = np.flatnonzero(scores > 0)
+    if len(positive) == 0:
+        return []
+    rounded = np.round(scores[positive].astype(np.float64), SCORE_DECIMALS)
+    order = sorted(
+        range(len(positive)), key=lambda i: (-rounded[i], bundle.chunk_ids[positive[i]])
+    )[:depth]
+    return [
+        ArmHit(int(positive[i]), rank, float(rounded[i])) for rank, i in enumerate(order, start=1)
+    ]
+
+
+def _evidence(bundle: LoadedBundle, rank: int, f: Fused) -> Evidence:
+    doc = bundle.documents[bundle.chunk_doc_ids[f.row]]
+    start, end = int(bundle.starts[f.row]), int(bundle.ends[f.row])
+    text = doc["text"][start:end]
+    arms = tuple(a for a, r in (("dense", f.dense_rank), ("lexical", f.lexical_rank)) if r)
+    return Evidence(
+        rank=rank,
+        score=f.score,
+        chunk_id=bundle.chunk_ids[f.row],
+        doc_id=doc["doc_id"],
+        title=doc["title"],
+        revision=doc["revision"],
+        start=start,
+        end=end,
+        text=text,
+        content_sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        access_class=str(bundle.access_classes[f.row]),
+        source_role=doc["source_role"],
+        valid_from=doc.get("valid_from"),
+        valid_to=doc.get("valid_to"),
+        arms=arms,
+        dense_rank=f.dense_rank,
+        dense_score=f.dense_score,
+        lexical_rank=f.lexical_rank,
+        lexical_score=f.lexical_score,
+        fallback=f.fallback,
+    )
 
 
 def retrieve(
-    bundle: LoadedBundle, query: str, *, k: int = 5, access: Iterable[str] | None = None
+    bundle: LoadedBundle,
+    query: str,
+    *,
+    k: int = 5,
+    access: Iterable[str] | None = None,
+    lexical_weight: float = 1.0,
+    arms: tuple[str, ...] = ("dense", "lexical"),
+    depth: int = DEFAULT_DEPTH,
+    min_similarity: float | None = None,
 ) -> list[Evidence]:
     """The top ``k`` chunks for ``query`` that the caller may see.
 
@@ -72,41 +147,37 @@ def retrieve(
         query: natural-language query.
         k: number of evidence items (1 or more).
         access: access classes the caller may see; ``None`` means all.
+        lexical_weight: weight of the BM25 arm in fusion (the only tuning knob).
+        arms: which arms to run (``dense``, ``lexical``).
+        depth: how deep each arm ranks (at least ``k``).
+        min_similarity: optional floor on dense similarity (reserved rows still
+            fill the list, marked ``fallback``).
 
     Returns:
         Evidence in rank order, each quoting its document's exact span.
 
     Raises:
-        ValueError: empty query or non-positive ``k``.
+        ValueError: empty query, non-positive ``k``, or an unknown arm.
     """
     if not query.strip():
         raise ValueError("query is empty")
     if k <= 0:
         raise ValueError(f"k must be positive, got {k}")
-    vector = bundle.embed(query)
-    candidates = _dense_candidates(bundle, vector, k, _visible_rows(bundle, access))
-    ordered = sorted(
-        ((round(score, _SCORE_DECIMALS), bundle.chunk_ids[row], row) for score, row in candidates),
-        key=lambda item: (-item[0], item[1]),
+    unknown = set(arms) - {"dense", "lexical"}
+    if unknown or not arms:
+        raise ValueError(f"unknown or no arms: {sorted(unknown) or arms}")
+    rows = visible_rows(bundle, access)
+    n_eligible = len(bundle.chunk_ids) if rows is None else len(rows)
+    depth = max(depth, k)
+    dense = dense_arm(bundle, bundle.embed(query), depth, rows) if "dense" in arms else []
+    lexical = lexical_arm(bundle, query, depth, rows) if "lexical" in arms else []
+    fused = fuse(
+        dense,
+        lexical,
+        chunk_ids=bundle.chunk_ids,
+        k=k,
+        n_eligible=n_eligible,
+        lexical_weight=lexical_weight if "dense" in arms else max(lexical_weight, 1.0),
+        min_similarity=min_similarity,
     )
-    evidence = []
-    for rank, (score, chunk_id, row) in enumerate(ordered[:k], start=1):
-        doc = bundle.documents[bundle.chunk_doc_ids[row]]
-        start, end = int(bundle.starts[row]), int(bundle.ends[row])
-        text = doc["text"][start:end]
-        evidence.append(
-            Evidence(
-                rank=rank,
-                score=score,
-                chunk_id=chunk_id,
-                doc_id=doc["doc_id"],
-                title=doc["title"],
-                revision=doc["revision"],
-                start=start,
-                end=end,
-                text=text,
-                content_sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
-                access_class=str(bundle.access_classes[row]),
-            )
-        )
-    return evidence
+    return [_evidence(bundle, rank, f) for rank, f in enumerate(fused, start=1)]

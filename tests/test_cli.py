@@ -4,7 +4,17 @@ import pytest
 
 from evidex.cli import build_parser, main
 
-SUBCOMMANDS = ("build", "validate", "activate", "rollback", "status", "query", "gc", "regression")
+SUBCOMMANDS = (
+    "build",
+    "validate",
+    "activate",
+    "rollback",
+    "status",
+    "query",
+    "gc",
+    "regression",
+    "serve",
+)
 
 
 def test_top_level_help_names_every_subcommand(capsys):

@@ -1,0 +1,129 @@
+"""Admission: close a query's obligations against retrieved evidence.
+
+Retrieval says what *might* be useful; admission says what may be cited.
+Obligations, each reported with a machine-readable code:
+
+- ``time_window``: an item's ``valid_from``/``valid_to`` must cover the query's
+  date (a ``YYYY-MM-DD`` or year in the query, else today);
+- ``source_role``: an item's source role must be one the caller allows;
+- ``anchor``: every explicit anchor in the query (see :mod:`query.anchors`)
+  must appear in an admitted item's text or title;
+- ``contradiction``: needs the relation layer; reported as not checked until
+  the bundle has one.
+
+Status: ``PASS`` when evidence is admitted and every anchor is resolved;
+``FAIL`` when evidence was found but none of it may be admitted; ``UNKNOWN``
+when the obligations cannot be closed (nothing found, out of scope, or an
+anchor no admitted evidence mentions).
+"""
+
+import datetime as dt
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
+
+_DAY = re.compile(r"\b((?:19|20)\d\d)-(\d\d)-(\d\d)\b")
+_YEAR = re.compile(r"\b((?:19|20)\d\d)\b")
+
+
+class Reason(NamedTuple):
+    """Why an obligation held, failed or could not be checked."""
+
+    code: str
+    detail: str
+
+
+class Admission(NamedTuple):
+    """The admitted evidence packet and the verdict."""
+
+    status: str
+    reasons: tuple[Reason, ...]
+    admitted: tuple[Any, ...]
+    rejected: tuple[tuple[Any, Reason], ...]
+    window: tuple[str, str]
+
+
+def query_window(query: str, *, today: dt.date) -> tuple[str, str]:
+    """The date interval a query is about: a day, a year, or today."""
+    day = _DAY.search(query)
+    if day:
+        value = dt.date(int(day.group(1)), int(day.group(2)), int(day.group(3))).isoformat()
+        return value, value
+    year = _YEAR.search(query)
+    if year:
+        return f"{year.group(1)}-01-01", f"{year.group(1)}-12-31"
+    return today.isoformat(), today.isoformat()
+
+
+def _normalized(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def _in_window(item: Any, window: tuple[str, str]) -> bool:
+    start, end = window
+    return (item.valid_from is None or item.valid_from <= end) and (
+        item.valid_to is None or item.valid_to >= start
+    )
+
+
+def admit(
+    query: str,
+    evidence: Sequence[Any],
+    *,
+    anchors: Iterable[str],
+    operation: str,
+    allowed_roles: Iterable[str] | None = None,
+    today: dt.date | None = None,
+) -> Admission:
+    """Decide which evidence may be cited for ``query`` and whether it closes the query.
+
+    Args:
+        query: the query text (its dates set the time window).
+        evidence: retrieved items (``query.Evidence``), best first.
+        anchors: explicit anchors from the router.
+        operation: the router's operation (``out_of_scope`` is never admitted).
+        allowed_roles: source roles the caller accepts; ``None`` accepts all.
+        today: the clock for queries without a date (injected in tests).
+    """
+    window = query_window(query, today=today or dt.date.today())
+    if operation == "out_of_scope":
+        reason = Reason("out_of_scope", "the query names nothing to look up")
+        return Admission("UNKNOWN", (reason,), (), (), window)
+    roles = set(allowed_roles) if allowed_roles is not None else None
+    admitted, rejected = [], []
+    for item in evidence:
+        if not _in_window(item, window):
+            rejected.append(
+                (
+                    item,
+                    Reason(
+                        "time_window",
+                        f"valid {item.valid_from}..{item.valid_to}"
+                        f" does not cover {window[0]}..{window[1]}",
+                    ),
+                )
+            )
+        elif roles is not None and item.source_role not in roles:
+            rejected.append(
+                (item, Reason("source_role", f"role {item.source_role!r} not in {sorted(roles)}"))
+            )
+        else:
+            admitted.append(item)
+    reasons: list[Reason] = []
+    if not evidence:
+        reasons.append(Reason("no_evidence", "retrieval found nothing the caller may see"))
+        return Admission("UNKNOWN", tuple(reasons), (), (), window)
+    if not admitted:
+        reasons.append(
+            Reason("none_admissible", f"all {len(rejected)} retrieved items violate an obligation")
+        )
+        return Admission("FAIL", tuple(reasons), (), tuple(rejected), window)
+    haystack = [_normalized(f"{e.title}\n{e.text}") for e in admitted]
+    unresolved = [a for a in anchors if not any(_normalized(a) in h for h in haystack)]
+    for anchor in unresolved:
+        reasons.append(Reason("anchor_unresolved", f"no admitted evidence mentions {anchor!r}"))
+    reasons.append(Reason("contradiction_not_checked", "bundle has no relation layer yet"))
+    status = "UNKNOWN" if unresolved else "PASS"
+    if status == "PASS":
+        reasons.insert(0, Reason("admitted", f"{len(admitted)} item(s) admitted"))
+    return Admission(status, tuple(reasons), tuple(admitted), tuple(rejected), window)

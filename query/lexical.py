@@ -1,0 +1,43 @@
+"""The lexical arm: BM25 scores over every chunk row, read from the bundle's ``bm25/``."""
+
+import os
+from typing import Any
+
+import numpy as np
+
+from evidex.config import LexicalConfig
+from evidex.lexical import LexicalTokenizer
+
+
+class LexicalIndex:
+    """BM25 over a bundle's chunks; row ``i`` is row ``i`` of ``chunks.parquet``.
+
+    Example:
+        >>> lexical = LexicalIndex.open(bundle_dir, config)
+        >>> scores = lexical.scores("gzip file")   # one float per chunk row
+    """
+
+    def __init__(self, index: Any, tokenizer: LexicalTokenizer, rows: int) -> None:
+        self._index = index
+        self._tokenize = tokenizer
+        self._rows = rows
+
+    @classmethod
+    def open(cls, directory: str, config: LexicalConfig, *, rows: int) -> "LexicalIndex":
+        """Memory-map a saved bm25s index (``.npy`` + JSON, nothing unpickled)."""
+        import bm25s
+
+        if not os.path.isdir(directory):
+            raise FileNotFoundError(f"bundle has no lexical index at {directory}")
+        index = bm25s.BM25.load(directory, mmap=True, load_corpus=False, show_progress=False)
+        return cls(index, LexicalTokenizer(config), rows)
+
+    def scores(self, query: str) -> np.ndarray:
+        """BM25 score of every row for ``query`` (zeros when no query term is known)."""
+        tokens = [t for t in self._tokenize([query])[0] if t in self._index.vocab_dict]
+        if not tokens:
+            return np.zeros(self._rows, dtype=np.float32)
+        scores = np.asarray(self._index.get_scores(tokens), dtype=np.float32)
+        if scores.shape[0] != self._rows:
+            raise ValueError(f"BM25 index has {scores.shape[0]} rows, bundle has {self._rows}")
+        return scores

@@ -1,0 +1,87 @@
+"""Transparent, rule-based routing: which operation a query asks for, and which surfaces
+serve it. Every decision carries the rules that fired.
+
+Operations: ``lookup`` (exact/local), ``synthesis`` (across sources),
+``comparison`` (multi-hop), ``temporal`` (current or dated fact),
+``entity`` (named entity or version), ``out_of_scope``.
+"""
+
+import re
+from typing import NamedTuple
+
+from query.anchors import find_anchors
+
+_RULES: tuple[tuple[str, str, re.Pattern[str]], ...] = (
+    (
+        "comparison",
+        "comparative wording",
+        re.compile(
+            r"\b(compare|comparison|differ(s|ence|ent)?|versus|vs\.?|better|worse|"
+            r"more|less|both|which (one|of))\b|\bthan\b",
+            re.I,
+        ),
+    ),
+    (
+        "synthesis",
+        "asks for an overview across sources",
+        re.compile(
+            r"\b(summari[sz]e|overview|main (themes|points|ideas)|in general|"
+            r"all (the )?(ways|kinds|types)|what are the (key|main)|across)\b",
+            re.I,
+        ),
+    ),
+    (
+        "temporal",
+        "asks about time or the current state",
+        re.compile(
+            r"\b(current(ly)?|latest|now|today|as of|still|recent(ly)?|"
+            r"(19|20)\d\d|since|until|before|after)\b",
+            re.I,
+        ),
+    ),
+)
+_OUT_OF_SCOPE = re.compile(r"^\s*(hi|hello|hey|thanks|thank you|bye|ok|okay)\W*$", re.I)
+_CONTENT_WORD = re.compile(r"[A-Za-z0-9]{3,}")
+
+KNOWLEDGE_SURFACES = {"synthesis": ("communities", "relations"), "comparison": ("relations",)}
+
+
+class Route(NamedTuple):
+    """The routing decision for one query."""
+
+    operation: str
+    surfaces: tuple[str, ...]
+    anchors: tuple[str, ...]
+    reasons: tuple[str, ...]
+
+
+def route(query: str, *, available: frozenset[str] = frozenset({"dense", "lexical"})) -> Route:
+    """Classify ``query`` and choose the surfaces that serve it.
+
+    Args:
+        query: the user's query.
+        available: surfaces the bundle has (chunks are always ``dense``/``lexical``).
+    """
+    reasons: list[str] = []
+    anchors = tuple(find_anchors(query))
+    if _OUT_OF_SCOPE.match(query) or not _CONTENT_WORD.search(query):
+        return Route("out_of_scope", (), anchors, ("no content words to look up",))
+    operation = "lookup"
+    for name, why, pattern in _RULES:
+        match = pattern.search(query)
+        if match:
+            operation = name
+            reasons.append(f"{why}: {match.group(0)!r}")
+            break
+    if operation == "lookup" and anchors:
+        operation = "entity"
+        reasons.append(f"names specific anchors: {', '.join(anchors)}")
+    if operation == "lookup":
+        reasons.append("no comparative, synthesis, temporal or anchor cue: local lookup")
+    surfaces: list[str] = [s for s in ("dense", "lexical") if s in available]
+    for extra in KNOWLEDGE_SURFACES.get(operation, ()):
+        if extra in available:
+            surfaces.append(extra)
+        else:
+            reasons.append(f"surface {extra!r} not in this bundle: answered from chunk evidence")
+    return Route(operation, tuple(surfaces), anchors, tuple(reasons))

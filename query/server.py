@@ -1,0 +1,94 @@
+"""HTTP API over the active bundle (FastAPI): ``/retrieve``, ``/health``, ``/bundle``.
+
+The server holds one :class:`query.BundleReader`. Before each request it checks
+``ACTIVE`` (one small file read); when a new bundle was activated, one request
+opens it completely and swaps it in, while concurrent requests keep answering
+from the bundle they already hold: no request is dropped or sees a mix.
+"""
+
+import datetime as dt
+import threading
+from typing import Any
+
+from fastapi import FastAPI, HTTPException
+from pydantic import BaseModel, ConfigDict, Field
+
+from evidex import __version__
+from query.answer import answer
+from query.bundle import BundleReader, LoadedBundle
+
+
+class RetrieveRequest(BaseModel):
+    """Body of ``POST /retrieve``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, description="the question or claim")
+    k: int = Field(5, ge=1, le=1000, description="evidence items to return")
+    access: list[str] | None = Field(None, description="access classes the caller may see")
+    roles: list[str] | None = Field(None, description="source roles the caller accepts")
+    lexical_weight: float = Field(1.0, ge=0, description="weight of the BM25 arm")
+    today: dt.date | None = Field(None, description="date for validity checks")
+
+
+class _Holder:
+    """The reader plus a lock so only one request at a time performs a reload."""
+
+    def __init__(self, reader: BundleReader) -> None:
+        self.reader = reader
+        self._lock = threading.Lock()
+
+    def bundle(self) -> LoadedBundle:
+        if self._lock.acquire(blocking=False):
+            try:
+                self.reader.reload()
+            finally:
+                self._lock.release()
+        return self.reader.current
+
+
+def create_app(root: str | None = None, *, verify: bool = True, model: Any = None) -> FastAPI:
+    """The FastAPI application serving the active bundle under ``root``.
+
+    Raises:
+        NoActiveBundleError: nothing is active yet.
+    """
+    holder = _Holder(BundleReader(root, verify=verify, model=model))
+    app = FastAPI(
+        title="evidex",
+        version=__version__,
+        description="Admitted evidence from the active evidex bundle.",
+    )
+
+    @app.get("/health")
+    def health() -> dict[str, Any]:
+        return {"status": "ok", "bundle_id": holder.bundle().bundle_id}
+
+    @app.get("/bundle")
+    def bundle_info() -> dict[str, Any]:
+        manifest = holder.bundle().manifest
+        return {
+            "bundle_id": manifest.bundle_id,
+            "parent_bundle_id": manifest.parent_bundle_id,
+            "created_at": manifest.created_at,
+            "row_counts": manifest.row_counts,
+            "model": manifest.model.model_dump(),
+        }
+
+    @app.post("/retrieve")
+    def retrieve_endpoint(request: RetrieveRequest) -> dict[str, Any]:
+        try:
+            result = answer(
+                holder.bundle(),
+                request.query,
+                k=request.k,
+                access=request.access,
+                roles=request.roles,
+                lexical_weight=request.lexical_weight,
+                today=request.today,
+            )
+        except ValueError as exc:
+            raise HTTPException(status_code=422, detail=str(exc)) from exc
+        return result.to_json()
+
+    return app

@@ -1,0 +1,86 @@
+import datetime as dt
+
+from query.admission import admit, query_window
+from query.anchors import find_anchors
+from query.router import route
+
+TODAY = dt.date(2026, 11, 30)
+
+
+class Item:
+    def __init__(self, text, *, title="t", role="policy", valid_from=None, valid_to=None):
+        self.text, self.title, self.source_role = text, title, role
+        self.valid_from, self.valid_to = valid_from, valid_to
+
+
+def test_anchors_are_quoted_phrases_versions_acronyms_and_names():
+    assert find_anchors('Does "Open Sicilian" start with 2.Nf3?') == ["Open Sicilian"]
+    assert find_anchors("What is the UPI Lite limit per transaction?") == ["UPI Lite"]
+    assert find_anchors("What changed in Python 3.11?") == ["Python", "3.11"]
+    assert find_anchors("how do I read a gzip file?") == []
+
+
+def test_router_rules_and_reasons():
+    assert route("How do I read a gzip file?").operation == "lookup"
+    assert route("Which river reaches the Black Sea?").operation == "entity"
+    comparison = route("Compare green tea and black tea")
+    assert comparison.operation == "comparison"
+    assert any("relations" in r for r in comparison.reasons)
+    assert route("What is the current limit?").operation == "temporal"
+    assert route("Summarize the main themes").operation == "synthesis"
+    assert route("hello!").operation == "out_of_scope"
+
+
+def test_query_window_uses_the_query_date_or_today():
+    assert query_window("limit on 2024-03-05?", today=TODAY) == ("2024-03-05", "2024-03-05")
+    assert query_window("limit in 2023", today=TODAY) == ("2023-01-01", "2023-12-31")
+    assert query_window("limit now", today=TODAY) == ("2026-11-30", "2026-11-30")
+
+
+def test_pass_when_evidence_is_admitted_and_anchors_resolve():
+    result = admit(
+        "UPI Lite limit",
+        [Item("The UPI Lite limit is Rs 500.")],
+        anchors=["UPI Lite"],
+        operation="entity",
+        today=TODAY,
+    )
+    assert result.status == "PASS"
+    assert result.reasons[0].code == "admitted"
+
+
+def test_unknown_when_an_anchor_is_not_in_admitted_evidence():
+    result = admit(
+        "UPI Lite limit",
+        [Item("The UPI limit is Rs 1 lakh.")],
+        anchors=["UPI Lite"],
+        operation="entity",
+        today=TODAY,
+    )
+    assert result.status == "UNKNOWN"
+    assert result.reasons[0].code == "anchor_unresolved"
+
+
+def test_fail_when_all_evidence_is_outside_its_validity_or_roles():
+    expired = Item("Limit is 200.", valid_from="2020-01-01", valid_to="2021-12-31")
+    faq = Item("Limit is 300.", role="faq")
+    result = admit(
+        "limit",
+        [expired, faq],
+        anchors=[],
+        operation="lookup",
+        allowed_roles=["policy"],
+        today=TODAY,
+    )
+    assert result.status == "FAIL"
+    assert sorted(r.code for _, r in result.rejected) == ["source_role", "time_window"]
+    dated = admit("limit in 2021", [expired], anchors=[], operation="temporal", today=TODAY)
+    assert dated.status == "PASS"
+
+
+def test_unknown_without_evidence_or_out_of_scope():
+    assert admit("x", [], anchors=[], operation="lookup", today=TODAY).status == "UNKNOWN"
+    assert (
+        admit("hi", [Item("x")], anchors=[], operation="out_of_scope", today=TODAY).status
+        == "UNKNOWN"
+    )

@@ -1,0 +1,60 @@
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from query.fusion import RRF_K, ArmHit, fuse
+
+IDS = [f"c{i:03d}" for i in range(200)]
+
+
+def _arm(rows, score=lambda r: 1.0):
+    return [ArmHit(r, rank, score(r)) for rank, r in enumerate(rows, start=1)]
+
+
+def test_rrf_scores_and_lexical_weight():
+    dense, lexical = _arm([1, 2, 3]), _arm([3, 4])
+    out = fuse(dense, lexical, chunk_ids=IDS, k=4, n_eligible=100)
+    scores = {f.row: f.score for f in out}
+    assert scores[3] == round(1 / (RRF_K + 3) + 1 / (RRF_K + 1), 6)
+    assert out[0].row == 3
+    only_dense = fuse(dense, lexical, chunk_ids=IDS, k=4, n_eligible=100, lexical_weight=0.0)
+    assert [f.row for f in only_dense] == [1, 2, 3]
+
+
+def test_reservation_fills_the_list_with_marked_dense_rows():
+    dense = [ArmHit(r, i, 0.9 - i / 100) for i, r in enumerate([5, 6, 7, 8], start=1)]
+    lexical = _arm([9])
+    out = fuse(dense, lexical, chunk_ids=IDS, k=3, n_eligible=4, min_similarity=0.95)
+    assert [(f.row, f.fallback) for f in out] == [(5, True), (6, True), (7, True)]
+    partial = fuse(dense, lexical, chunk_ids=IDS, k=3, n_eligible=4, min_similarity=0.885)
+    assert [(f.row, f.fallback) for f in partial] == [(5, False), (6, True), (7, True)]
+
+
+def test_reservation_is_capped_at_ten_rows():
+    dense = [ArmHit(r, r + 1, 0.1) for r in range(30)]
+    out = fuse(dense, [], chunk_ids=IDS, k=20, n_eligible=30, min_similarity=0.5)
+    assert len(out) == 10 and all(f.fallback for f in out)
+
+
+def test_ties_break_by_dense_similarity_then_chunk_id():
+    dense = [ArmHit(10, 1, 0.5)]
+    lexical = [ArmHit(11, 1, 3.0), ArmHit(12, 2, 3.0)]
+    out = fuse(dense, lexical, chunk_ids=IDS, k=3, n_eligible=50)
+    assert [f.row for f in out] == [10, 11, 12]  # equal RRF score: dense-backed row first
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.permutations(list(range(40))),
+    st.permutations(list(range(40))),
+    st.integers(1, 15),
+    st.sets(st.integers(0, 39), max_size=20),
+)
+def test_scores_do_not_depend_on_the_other_candidates(d_order, l_order, k, dropped):
+    dense, lexical = _arm(d_order[:20]), _arm(l_order[:20])
+    full = {f.row: f.score for f in fuse(dense, lexical, chunk_ids=IDS, k=40, n_eligible=40)}
+    fewer_dense = [h for h in dense if h.row not in dropped]
+    fewer_lexical = [h for h in lexical if h.row not in dropped]
+    part = fuse(fewer_dense, fewer_lexical, chunk_ids=IDS, k=40, n_eligible=40)
+    for f in part:
+        assert f.score == full[f.row]
+    assert len(fuse(dense, lexical, chunk_ids=IDS, k=k, n_eligible=40)) == k

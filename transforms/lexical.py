@@ -1,0 +1,72 @@
+"""Lexical index: chunk texts -> a BM25 index (bm25s) in ``bm25/``, one global step.
+
+Rows of the index are in chunk-id order, the same order as ``chunks.parquet``,
+so a BM25 score vector lines up with the chunk table. Files are ``.npy``
+arrays and JSON only: nothing is pickled.
+"""
+
+import logging
+import os
+import shutil
+import tempfile
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+
+from evidex.config import LexicalConfig
+from evidex.lexical import LexicalTokenizer
+
+logger = logging.getLogger(__name__)
+
+
+def build_bm25(texts: list[str], *, config: LexicalConfig) -> Any:
+    """A bm25s index over ``texts`` (row i = text i)."""
+    import bm25s
+
+    tokens = LexicalTokenizer(config)(texts)
+    index = bm25s.BM25(k1=config.k1, b=config.b, method="lucene")
+    # An empty token list would be dropped by bm25s; a placeholder keeps rows aligned.
+    index.index([t or [""] for t in tokens], show_progress=False)
+    return index
+
+
+class _BuildBm25Fn(beam.DoFn):
+    def __init__(self, *, directory: str, config: LexicalConfig) -> None:
+        self._directory = directory
+        self._config = config
+
+    def process(self, chunks: list[Any]) -> Any:
+        ordered = sorted(chunks, key=lambda c: c.chunk_id)
+        index = build_bm25([c.text for c in ordered], config=self._config)
+        with tempfile.TemporaryDirectory() as scratch:
+            index.save(scratch)
+            for name in sorted(os.listdir(scratch)):
+                with (
+                    open(os.path.join(scratch, name), "rb") as src,
+                    FileSystems.create(FileSystems.join(self._directory, name)) as dst,
+                ):
+                    shutil.copyfileobj(src, dst)
+        logger.info("wrote BM25 index of %d chunks to %s", len(ordered), self._directory)
+        yield self._directory, len(ordered)
+
+
+class BuildLexicalIndex(beam.PTransform):
+    """``PCollection[Chunk]`` -> BM25 files under ``directory`` (global step).
+
+    Example:
+        >>> chunks | BuildLexicalIndex(staging + "/bm25", config=LexicalConfig())
+
+    Memory bound: every chunk text and its tokens on one worker.
+    """
+
+    def __init__(self, directory: str, *, config: LexicalConfig) -> None:
+        super().__init__()
+        if not directory:
+            raise ValueError("BuildLexicalIndex needs a destination directory")
+        self._fn = _BuildBm25Fn(directory=directory, config=config)
+
+    def expand(self, chunks: beam.PCollection) -> beam.PCollection:
+        return (
+            chunks | "CollectTexts" >> beam.combiners.ToList() | "BuildBm25" >> beam.ParDo(self._fn)
+        )
