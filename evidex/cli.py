@@ -106,6 +106,8 @@ def cmd_build(args: argparse.Namespace, beam_args: list[str]) -> int:
     for flag, value in (("--root", args.root), ("--model", args.model), ("--limit", args.limit)):
         if value is not None:
             argv += [flag, str(value)]
+    if args.title_in_text:
+        argv.append("--title_in_text")
     result = run(argv + beam_args)
     m = result.manifest
     payload = {
@@ -316,6 +318,26 @@ def cmd_query(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_eval(args: argparse.Namespace, beam_args: list[str]) -> int:
+    from evidex import evaluation
+    from evidex.bundles import resolve_root
+    from query import open_bundle
+
+    dataset = evaluation.load_dataset(args.data, split=args.split)
+    root = args.root or os.path.join(resolve_root(None), "eval", dataset.name)
+    build_args = ["--target_tokens", str(args.target_tokens), *beam_args]
+    bundle = open_bundle(evaluation.find_or_build(dataset, root=root, build_args=build_args))
+    report = evaluation.evaluate(dataset, bundle, limit=args.limit)
+    out = args.out or os.path.join("eval-results", dataset.name)
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "report.json"), "w", encoding="utf-8") as handle:
+        json.dump(report, handle, indent=2, sort_keys=True)
+    evaluation.plot(report, os.path.join(out, "arms.png"))
+    human = evaluation.format_table(report) + f"\n  written: {out}/report.json, {out}/arms.png"
+    _emit(report, args.json, human)
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -380,6 +402,28 @@ def build_parser() -> argparse.ArgumentParser:
     _root_arg(p)
     _json_arg(p)
     _add_query(sub)
+    p = sub.add_parser(
+        "eval",
+        help="score every retrieval arm on a BEIR-format dataset",
+        description="Build (or reuse, by input fingerprint and config) a bundle of DIR's "
+        "corpus.jsonl, run every query of qrels/<split>.tsv through each arm (dense, lexical, "
+        "fusion w=1.0 and 0.1, router) and report NDCG@10, Recall@100, MRR@10 (plus "
+        "all-supporting@k when DIR has questions.jsonl) and latency: a table, report.json and "
+        "arms.png. Unknown --flags go to the Beam build.",
+    )
+    p.add_argument("data", help="BEIR directory, e.g. ../shared/data/scifact")
+    p.add_argument("--split", default="test", help="qrels split (default test)")
+    p.add_argument("--limit", type=int, default=None, help="evaluate the first N queries only")
+    p.add_argument("--out", default=None, help="output folder (default eval-results/<name>)")
+    p.add_argument(
+        "--target-tokens",
+        dest="target_tokens",
+        type=int,
+        default=254,
+        help="chunk size for the eval build (default 254: abstracts stay whole)",
+    )
+    _root_arg(p)
+    _json_arg(p)
     p = sub.add_parser(
         "serve",
         help="HTTP API over the active bundle",
@@ -478,6 +522,12 @@ def _add_build(sub: Any) -> None:
         help="source role of every document",
     )
     p.add_argument(
+        "--title-in-text",
+        dest="title_in_text",
+        action="store_true",
+        help="JSONL: make each record's title the first paragraph of its text",
+    )
+    p.add_argument(
         "--limit",
         type=int,
         default=None,
@@ -537,7 +587,7 @@ def _add_query(sub: Any) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
-    if extra and args.command != "build":
+    if extra and args.command not in ("build", "eval"):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     _configure_logging(args.verbose, args.quiet or getattr(args, "json", False))
     handlers = {
@@ -553,6 +603,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "build":
             return cmd_build(args, extra)
+        if args.command == "eval":
+            return cmd_eval(args, extra)
         return handlers[args.command](args)
     except KeyboardInterrupt:
         print("evidex: interrupted", file=sys.stderr)

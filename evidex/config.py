@@ -60,6 +60,11 @@ class IngestConfig(_Frozen):
     )
     jsonl_title_field: str = Field("title", description="JSONL field holding the title")
     jsonl_text_field: str = Field("text", description="JSONL field holding the text")
+    jsonl_title_in_text: bool = Field(
+        False,
+        description="make a JSONL record's title the first paragraph of its text (BEIR "
+        "practice: the title is then searchable and quotable)",
+    )
     limit: int | None = Field(
         None, gt=0, description="embedded corpus only: keep the first N documents"
     )

@@ -101,6 +101,11 @@ class EvidexBuildOptions(PipelineOptions):
             help="source role given to every document",
         )
         parser.add_argument(
+            "--title_in_text",
+            action="store_true",
+            help="JSONL: make each record's title the first paragraph of its text",
+        )
+        parser.add_argument(
             "--limit",
             type=int,
             default=None,
@@ -123,7 +128,10 @@ def config_from_options(opts: EvidexBuildOptions) -> BuildConfig:
     return BuildConfig(
         input=opts.input,
         ingest=IngestConfig(
-            access_class=opts.access_class, source_role=opts.source_role, limit=opts.limit
+            access_class=opts.access_class,
+            source_role=opts.source_role,
+            limit=opts.limit,
+            jsonl_title_in_text=opts.title_in_text,
         ),
         chunk=ChunkConfig(target_tokens=opts.target_tokens),
         embed=EmbedConfig(model=opts.model or DEFAULT_MODEL),

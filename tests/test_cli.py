@@ -14,6 +14,7 @@ SUBCOMMANDS = (
     "gc",
     "regression",
     "serve",
+    "eval",
 )
 
 

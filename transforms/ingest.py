@@ -143,6 +143,8 @@ def parse_jsonl_line(line: bytes, *, source_uri: str, config: IngestConfig) -> D
     if len(text.encode("utf-8")) > config.max_document_bytes:
         raise IngestError("oversized", f"text exceeds {config.max_document_bytes} bytes")
     title = record.get(config.jsonl_title_field) or ""
+    if config.jsonl_title_in_text and str(title).strip():
+        text = f"{str(title).strip()}\n\n{text}"
     used = {
         config.jsonl_text_field,
         config.jsonl_title_field,

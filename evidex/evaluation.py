@@ -1,0 +1,242 @@
+"""``evidex eval``: retrieval quality of every arm on a BEIR-format dataset, side by side.
+
+Given ``DIR`` with ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/<split>.tsv``
+(and optionally ``questions.jsonl`` with multi-hop supporting titles), it builds
+or reuses (by input fingerprint and config hash) a bundle of the corpus, runs
+every query through each arm, turns chunk rankings into document rankings (a
+document scores as its best chunk), and scores them with trec_eval
+(``pytrec-eval-terrier``): NDCG@10, Recall@100, MRR@10, and for multi-hop sets
+the share of questions whose supporting documents are *all* in the top k.
+"""
+
+import csv
+import hashlib
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from evidex import bundles
+from evidex.config import BuildConfig, IngestConfig
+from transforms.ingest import IngestError, parse_jsonl_line
+
+logger = logging.getLogger(__name__)
+
+DOC_DEPTH = 100
+CHUNK_DEPTH = 300
+MULTIHOP_KS = (5, 8, 10, 20)
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A BEIR-format dataset read from disk."""
+
+    name: str
+    corpus: str
+    queries: dict[str, str]
+    qrels: dict[str, dict[str, int]]
+    supporting: dict[str, set[str]] = field(default_factory=dict)
+
+
+def load_dataset(directory: str, *, split: str = "test") -> Dataset:
+    """Read queries, qrels and (if present) multi-hop questions of a BEIR directory.
+
+    Raises:
+        FileNotFoundError: a required file is missing, naming it.
+    """
+    corpus = os.path.join(directory, "corpus.jsonl")
+    qrels_file = os.path.join(directory, "qrels", f"{split}.tsv")
+    for required in (corpus, os.path.join(directory, "queries.jsonl"), qrels_file):
+        if not os.path.isfile(required):
+            raise FileNotFoundError(f"BEIR dataset file missing: {required}")
+    qrels: dict[str, dict[str, int]] = {}
+    with open(qrels_file, encoding="utf-8") as handle:
+        for row in csv.DictReader(handle, delimiter="\t"):
+            qrels.setdefault(row["query-id"], {})[row["corpus-id"]] = int(row["score"])
+    queries = {}
+    with open(os.path.join(directory, "queries.jsonl"), encoding="utf-8") as handle:
+        for line in handle:
+            record = json.loads(line)
+            if record["_id"] in qrels:
+                queries[record["_id"]] = record["text"]
+    supporting = _supporting(directory, corpus)
+    return Dataset(
+        os.path.basename(os.path.normpath(directory)), corpus, queries, qrels, supporting
+    )
+
+
+def _supporting(directory: str, corpus: str) -> dict[str, set[str]]:
+    path = os.path.join(directory, "questions.jsonl")
+    if not os.path.isfile(path):
+        return {}
+    by_title: dict[str, str] = {}
+    with open(corpus, encoding="utf-8") as handle:
+        for line in handle:
+            record = json.loads(line)
+            by_title.setdefault(record.get("title", ""), record["_id"])
+    result = {}
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            record = json.loads(line)
+            ids = {by_title[t] for t in record.get("supporting_titles", []) if t in by_title}
+            if ids:
+                result[record["_id"]] = ids
+    return result
+
+
+def input_fingerprint(corpus: str, config: IngestConfig) -> str:
+    """The fingerprint a build of ``corpus`` would record, computed without building."""
+    pairs = []
+    with open(corpus, "rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                doc = parse_jsonl_line(line, source_uri=f"{corpus}#L{number}", config=config)
+            except IngestError:
+                continue
+            pairs.append((doc.doc_id, doc.revision))
+    payload = "\n".join(f"{d}\x1f{r}" for d, r in sorted(set(pairs))).encode("utf-8")
+    return hashlib.sha256(payload).hexdigest()
+
+
+def find_or_build(dataset: Dataset, *, root: str, build_args: Sequence[str]) -> str:
+    """Path of a bundle of the dataset's corpus under ``root``, building one if none matches."""
+    from pipelines.build_index import EvidexBuildOptions, config_from_options, run
+
+    argv = ["--input", dataset.corpus, "--root", root, "--title_in_text", *build_args]
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    config: BuildConfig = config_from_options(PipelineOptions(argv).view_as(EvidexBuildOptions))
+    wanted = (input_fingerprint(dataset.corpus, config.ingest), config.config_hash())
+    for bundle_id in reversed(bundles.list_bundles(root)):
+        manifest = bundles.read_manifest(bundles.bundle_path(root, bundle_id))
+        if (manifest.input_fingerprint, manifest.config_hash) == wanted:
+            logger.info("reusing bundle %s (same input fingerprint and config)", bundle_id)
+            return bundles.bundle_path(root, bundle_id)
+    logger.info("no matching bundle under %s: building one", root)
+    return run(argv).path
+
+
+def document_run(evidence: Sequence[Any], depth: int = DOC_DEPTH) -> dict[str, float]:
+    """Chunk evidence -> document scores: each document ranks by its best chunk."""
+    best: dict[str, float] = {}
+    for position, e in enumerate(evidence):
+        best.setdefault(e.doc_id, float(len(evidence) - position))
+    return dict(list(best.items())[:depth])
+
+
+def _arms(bundle: Any) -> dict[str, Callable[[str], list[Any]]]:
+    from query import answer, retrieve
+
+    def fused(weight: float) -> Callable[[str], list[Any]]:
+        return lambda q: retrieve(bundle, q, k=CHUNK_DEPTH, lexical_weight=weight)
+
+    return {
+        "dense": lambda q: retrieve(bundle, q, k=CHUNK_DEPTH, arms=("dense",)),
+        "lexical": lambda q: retrieve(
+            bundle, q, k=CHUNK_DEPTH, arms=("lexical",), depth=CHUNK_DEPTH
+        ),
+        "fusion_w1.0": fused(1.0),
+        "fusion_w0.1": fused(0.1),
+        "router": lambda q: list(answer(bundle, q, k=CHUNK_DEPTH).evidence),
+    }
+
+
+def score_arm(dataset: Dataset, runs: dict[str, dict[str, float]]) -> dict[str, float]:
+    """trec_eval NDCG@10, Recall@100, MRR@10 (and multi-hop all-supporting@k)."""
+    import pytrec_eval
+
+    qrels = {q: rel for q, rel in dataset.qrels.items() if q in runs}
+    evaluator = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "recall.100"})
+    per_query = evaluator.evaluate(runs)
+    top10 = {q: dict(sorted(r.items(), key=lambda kv: -kv[1])[:10]) for q, r in runs.items()}
+    mrr = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"}).evaluate(top10)
+    scores = {
+        "ndcg@10": float(np.mean([v["ndcg_cut_10"] for v in per_query.values()])),
+        "recall@100": float(np.mean([v["recall_100"] for v in per_query.values()])),
+        "mrr@10": float(np.mean([v["recip_rank"] for v in mrr.values()])),
+    }
+    if dataset.supporting:
+        for k in MULTIHOP_KS:
+            hits = [
+                dataset.supporting[q] <= set(sorted(r, key=lambda d: -r[d])[:k])
+                for q, r in runs.items()
+                if q in dataset.supporting
+            ]
+            scores[f"all_supporting@{k}"] = float(np.mean(hits)) if hits else float("nan")
+    return {name: round(value, 4) for name, value in scores.items()}
+
+
+def evaluate(dataset: Dataset, bundle: Any, *, limit: int | None = None) -> dict[str, Any]:
+    """Run every arm over the dataset's queries; return scores and latencies per arm."""
+    query_items = (
+        sorted(dataset.queries.items())[:limit] if limit else sorted(dataset.queries.items())
+    )
+    results: dict[str, Any] = {}
+    for name, arm in _arms(bundle).items():
+        runs, latencies = {}, []
+        for done, (qid, text) in enumerate(query_items, start=1):
+            start = time.perf_counter()
+            evidence = arm(text)
+            latencies.append((time.perf_counter() - start) * 1000)
+            runs[qid] = document_run(evidence)
+            if done % 100 == 0:
+                logger.info("%s: %d/%d queries", name, done, len(query_items))
+        results[name] = {
+            **score_arm(dataset, runs),
+            "p50_ms": round(float(np.percentile(latencies, 50)), 1),
+            "p95_ms": round(float(np.percentile(latencies, 95)), 1),
+        }
+    results["router+graph"] = {"skipped": "bundle has no knowledge layer (entities/relations)"}
+    return {
+        "dataset": dataset.name,
+        "queries": len(query_items),
+        "bundle_id": bundle.bundle_id,
+        "arms": results,
+    }
+
+
+def format_table(report: dict[str, Any]) -> str:
+    """A fixed-width table of every arm's figures."""
+    arms = {n: r for n, r in report["arms"].items() if "skipped" not in r}
+    columns = [c for c in next(iter(arms.values())) if c not in ("p50_ms", "p95_ms")]
+    columns += ["p50_ms", "p95_ms"]
+    lines = [
+        f"{report['dataset']}: {report['queries']} queries, bundle {report['bundle_id']}",
+        f"{'arm':<14}" + "".join(f"{c:>18}" for c in columns),
+    ]
+    for name, row in arms.items():
+        lines.append(f"{name:<14}" + "".join(f"{row[c]:>18}" for c in columns))
+    for name, row in report["arms"].items():
+        if "skipped" in row:
+            lines.append(f"{name:<14}  skipped: {row['skipped']}")
+    return "\n".join(lines)
+
+
+def plot(report: dict[str, Any], path: str) -> None:
+    """A PNG bar chart of each arm's quality metrics."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    arms = {n: r for n, r in report["arms"].items() if "skipped" not in r}
+    metrics = [m for m in next(iter(arms.values())) if not m.endswith("_ms")]
+    figure, axis = plt.subplots(figsize=(2 + 1.6 * len(metrics), 4.5))
+    width = 0.8 / len(arms)
+    for i, (name, row) in enumerate(arms.items()):
+        positions = np.arange(len(metrics)) + i * width
+        axis.bar(positions, [row[m] for m in metrics], width, label=name)
+    axis.set_xticks(np.arange(len(metrics)) + 0.4 - width / 2, metrics)
+    axis.set_ylim(0, 1)
+    axis.set_title(f"evidex eval: {report['dataset']} ({report['queries']} queries)")
+    axis.legend(fontsize=8, loc="lower right")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)

@@ -1,0 +1,102 @@
+import json
+import os
+
+import pytest
+
+from evidex import evaluation
+from evidex.bundles import list_bundles
+from evidex.cli import main
+
+CORPUS = [
+    {
+        "_id": "d1",
+        "title": "Danube",
+        "text": "The Danube flows through ten countries to the Black Sea.",
+    },
+    {
+        "_id": "d2",
+        "title": "Etna",
+        "text": "Mount Etna on Sicily is one of the most active volcanoes.",
+    },
+    {
+        "_id": "d3",
+        "title": "Sourdough",
+        "text": "Wild yeast and lactic acid bacteria make sourdough rise.",
+    },
+    {
+        "_id": "d4",
+        "title": "Green tea",
+        "text": "Green tea is steamed soon after picking to stop oxidation.",
+    },
+    {
+        "_id": "d5",
+        "title": "Disc brakes",
+        "text": "Disc brakes squeeze a rotor and keep working in the rain.",
+    },
+]
+QUERIES = {
+    "q1": "Which river ends in the Black Sea?",
+    "q2": "active volcano in Sicily",
+    "q3": "why does sourdough bread rise",
+}
+QRELS = {"q1": "d1", "q2": "d2", "q3": "d3"}
+
+
+@pytest.fixture
+def beir_dir(tmp_path):
+    root = tmp_path / "tiny-beir"
+    (root / "qrels").mkdir(parents=True)
+    (root / "corpus.jsonl").write_text("\n".join(json.dumps(r) for r in CORPUS) + "\n")
+    (root / "queries.jsonl").write_text(
+        "\n".join(json.dumps({"_id": q, "text": t}) for q, t in QUERIES.items()) + "\n"
+    )
+    (root / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t1\n" for q, d in QRELS.items())
+    )
+    (root / "questions.jsonl").write_text(
+        json.dumps(
+            {"_id": "q1", "question": QUERIES["q1"], "supporting_titles": ["Danube", "Etna"]}
+        )
+        + "\n"
+    )
+    return root
+
+
+def test_dataset_loading_and_fingerprint(beir_dir):
+    dataset = evaluation.load_dataset(str(beir_dir))
+    assert dataset.queries == QUERIES
+    assert dataset.qrels == {q: {d: 1} for q, d in QRELS.items()}
+    assert dataset.supporting == {"q1": {"d1", "d2"}}
+    config = evaluation.IngestConfig(jsonl_title_in_text=True)
+    assert evaluation.input_fingerprint(dataset.corpus, config) != evaluation.input_fingerprint(
+        dataset.corpus, evaluation.IngestConfig()
+    )
+    with pytest.raises(FileNotFoundError, match="qrels"):
+        evaluation.load_dataset(str(beir_dir), split="dev")
+
+
+def test_scoring_matches_hand_computed_values(beir_dir):
+    dataset = evaluation.load_dataset(str(beir_dir))
+    perfect = {q: {d: 1.0} for q, d in QRELS.items()}
+    scores = evaluation.score_arm(dataset, perfect)
+    assert scores["ndcg@10"] == 1.0 and scores["mrr@10"] == 1.0
+    second = {q: {"d5": 2.0, d: 1.0} for q, d in QRELS.items()}
+    assert evaluation.score_arm(dataset, second)["mrr@10"] == 0.5
+    assert evaluation.score_arm(dataset, {"q1": {"d1": 2.0, "d2": 1.0}})["all_supporting@5"] == 1
+
+
+@pytest.mark.slow
+def test_eval_command_end_to_end_and_reuse(beir_dir, tmp_path, capsys):
+    root, out = str(tmp_path / "root"), str(tmp_path / "out")
+    assert main(["eval", str(beir_dir), "--root", root, "--out", out, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    arms = report["arms"]
+    assert set(arms) == {"dense", "lexical", "fusion_w1.0", "fusion_w0.1", "router", "router+graph"}
+    for name in ("dense", "fusion_w1.0", "router"):
+        assert arms[name]["ndcg@10"] >= 0.9, (name, arms[name])
+        assert arms[name]["p95_ms"] > 0
+    assert "all_supporting@5" in arms["dense"]
+    assert os.path.getsize(os.path.join(out, "arms.png")) > 1000
+    assert len(list_bundles(root)) == 1
+    assert main(["eval", str(beir_dir), "--root", root, "--out", out, "--json"]) == 0
+    assert len(list_bundles(root)) == 1  # reused by fingerprint, not rebuilt
