@@ -57,8 +57,13 @@ def validation_state(path: str) -> dict[str, Any] | None:
     report_file = os.path.join(path, VALIDATION_REPORT)
     if not os.path.isfile(report_file):
         return None
-    with open(report_file, encoding="utf-8") as handle:
-        report: dict[str, Any] = json.load(handle)
+    try:
+        with open(report_file, encoding="utf-8") as handle:
+            report = json.load(handle)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None  # unreadable: treated like a report for another manifest
+    if not isinstance(report, dict):
+        return None
     return report if report.get("manifest_sha256") == manifest_sha256(path) else None
 
 
@@ -80,7 +85,8 @@ def check_validated(root: str, bundle_id: str) -> None:
     report = validation_state(path)
     if report is None:
         raise ActivationError(
-            f"cannot activate {bundle_id}: its validation report is for a different manifest"
+            f"cannot activate {bundle_id}: its validation report is unreadable or for a "
+            "different manifest (run `evidex validate` again)"
         )
     if not report.get("passed"):
         failed = [c["name"] for c in report.get("checks", []) if not c.get("success")]

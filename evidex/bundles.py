@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import pyarrow.parquet as pq
 
@@ -104,6 +105,7 @@ def write_manifest(
     config: BuildConfig,
     model: ModelFingerprint,
     parent_bundle_id: str | None,
+    delta: dict[str, Any] | None = None,
     now: dt.datetime | None = None,
 ) -> Manifest:
     """Checksum every file in ``staging`` and write its ``manifest.json``."""
@@ -143,6 +145,7 @@ def write_manifest(
         model=model,
         row_counts=row_counts,
         dead_letter_counts=dead,
+        delta=delta,
         indexes=indexes,
         files=files,
     )

@@ -108,6 +108,8 @@ def cmd_build(args: argparse.Namespace, beam_args: list[str]) -> int:
             argv += [flag, str(value)]
     if args.title_in_text:
         argv.append("--title_in_text")
+    if args.no_delta:
+        argv.append("--delta=false")
     result = run(argv + beam_args)
     m = result.manifest
     payload = {
@@ -116,10 +118,14 @@ def cmd_build(args: argparse.Namespace, beam_args: list[str]) -> int:
         "seconds": result.seconds,
         "row_counts": m.row_counts,
         "dead_letter_counts": m.dead_letter_counts,
+        "delta": m.delta,
     }
     dead = sum(m.dead_letter_counts.values())
+    delta = m.delta or {}
     human = (
-        f"built bundle {result.bundle_id}: {m.row_counts['documents']} documents, "
+        f"built bundle {result.bundle_id}: {m.row_counts['documents']} documents "
+        f"({delta.get('new', 0)} new, {delta.get('changed', 0)} changed, "
+        f"{delta.get('unchanged', 0)} unchanged, {delta.get('deleted', 0)} deleted), "
         f"{m.row_counts['chunks']} chunks, {dead} dead letters, {result.seconds:.0f}s\n"
         f"  {result.path}\n  next: evidex validate {result.bundle_id}"
     )
@@ -520,6 +526,11 @@ def _add_build(sub: Any) -> None:
         dest="source_role",
         default=DEFAULT_SOURCE_ROLE,
         help="source role of every document",
+    )
+    p.add_argument(
+        "--no-delta",
+        action="store_true",
+        help="embed everything again instead of reusing the active bundle's unchanged rows",
     )
     p.add_argument(
         "--title-in-text",

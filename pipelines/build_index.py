@@ -15,9 +15,11 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import apache_beam as beam
 import pyarrow.parquet as pq
+from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
 from evidex import bundles
@@ -42,6 +44,7 @@ from schemas import DEAD_LETTER_SCHEMA, DOCUMENT_SCHEMA, register_coders
 from schemas.manifest import Manifest, ModelFingerprint
 from transforms.ann import BuildAnnIndex
 from transforms.chunk import ChunkDocuments
+from transforms.delta import CHANGED, SplitByDelta, reusable_parent
 from transforms.embed import EmbedChunks
 from transforms.ingest import ReadDocuments, count_matches, pattern_and_root
 from transforms.lexical import BuildLexicalIndex
@@ -101,6 +104,13 @@ class EvidexBuildOptions(PipelineOptions):
             help="source role given to every document",
         )
         parser.add_argument(
+            "--delta",
+            default=True,
+            type=lambda v: v.lower() not in ("0", "false", "no"),
+            help="reuse the active bundle's rows and vectors for unchanged documents "
+            "(default true; --delta=false forces a full build)",
+        )
+        parser.add_argument(
             "--title_in_text",
             action="store_true",
             help="JSONL: make each record's title the first paragraph of its text",
@@ -139,12 +149,22 @@ def config_from_options(opts: EvidexBuildOptions) -> BuildConfig:
     )
 
 
+@dataclass(frozen=True)
+class ParentBundle:
+    """The active bundle a delta build reuses rows and vectors from."""
+
+    bundle_id: str
+    path: str
+    revisions: list[tuple[str, str]]
+
+
 def assemble(
     pipeline: beam.Pipeline,
     *,
     config: BuildConfig,
     model: ModelFingerprint,
     staging: str,
+    parent: ParentBundle | None = None,
 ) -> None:
     """Wire every stage of the build into ``pipeline``, writing into ``staging``."""
     model_path = resolve_model(config.embed.model)
@@ -156,12 +176,21 @@ def assemble(
         pattern, root = pattern_and_root(config.input)
         read = pipeline | "ReadDocuments" >> ReadDocuments(pattern, root=root, config=config.ingest)
     documents = read[GOOD]
-    chunked = documents | "ChunkDocuments" >> ChunkDocuments(
+    to_chunk, reused = documents, None
+    if parent is not None:
+        delta = documents | "Delta" >> SplitByDelta(
+            parent.revisions, os.path.join(parent.path, bundles.CHUNKS)
+        )
+        to_chunk, reused = delta[CHANGED], delta["reused"]
+    chunked = to_chunk | "ChunkDocuments" >> ChunkDocuments(
         model=model_path, config=config.chunk, max_tokens=model.max_seq_length - 2
     )
     embedded = chunked[GOOD] | "EmbedChunks" >> EmbedChunks(
         model=model_path, batch_size=config.embed.batch_size
     )
+    all_embedded = embedded[GOOD]
+    if reused is not None:
+        all_embedded = (embedded[GOOD], reused) | "MergeReused" >> beam.Flatten()
     join = os.path.join
     _ = documents | "WriteDocuments" >> WriteTable(
         join(staging, bundles.DOCUMENTS),
@@ -169,16 +198,16 @@ def assemble(
         sort_key=lambda d: d.doc_id,
     )
     dimension = model.dimension
-    _ = embedded[GOOD] | "WriteChunks" >> WriteTable(
+    _ = all_embedded | "WriteChunks" >> WriteTable(
         join(staging, bundles.CHUNKS),
         to_table=lambda rows: chunk_rows_table(rows, dimension),
         sort_key=lambda e: e.chunk.chunk_id,
     )
-    _ = embedded[GOOD] | "BuildChunkIndex" >> BuildAnnIndex(
+    _ = all_embedded | "BuildChunkIndex" >> BuildAnnIndex(
         join(staging, bundles.CHUNK_INDEX), dimension=dimension, config=config.ann
     )
     _ = (
-        embedded[GOOD]
+        all_embedded
         | "ChunksOfEmbedded" >> beam.Map(lambda e: e.chunk)
         | "BuildLexicalIndex"
         >> BuildLexicalIndex(join(staging, bundles.LEXICAL_DIR), config=config.lexical)
@@ -245,19 +274,80 @@ def run(argv: Sequence[str] | None = None, *, bundle_id: str | None = None) -> B
     bundle_id = bundle_id or bundles.new_bundle_id()
     staging = bundles.staging_path(root, bundle_id)
     os.makedirs(os.path.join(staging, bundles.FAILURES_DIR), exist_ok=True)
-    logger.info("building bundle %s from %s into %s", bundle_id, config.input, staging)
-    with beam.Pipeline(options=options) as pipeline:
-        assemble(pipeline, config=config, model=model, staging=staging)
+    active = read_active(root)
+    parent = _delta_parent(root, active, config, model) if opts.delta else None
+    logger.info(
+        "building bundle %s from %s into %s%s",
+        bundle_id,
+        config.input,
+        staging,
+        f" (delta against {parent.bundle_id})" if parent else "",
+    )
+    pipeline = beam.Pipeline(options=options)
+    assemble(pipeline, config=config, model=model, staging=staging, parent=parent)
+    result = pipeline.run()
+    result.wait_until_finish()
     _check_bad_ratio(staging, config.max_bad_ratio)
+    delta = _delta_counts(
+        staging, parent, _counter(result, "texts_embedded"), _counter(result, "chunks_reused")
+    )
+    logger.info(
+        "documents: %(new)d new, %(changed)d changed, %(unchanged)d unchanged, "
+        "%(deleted)d deleted; %(texts_embedded)d texts embedded, "
+        "%(chunks_reused)d chunks reused",
+        delta,
+    )
     manifest = bundles.write_manifest(
         staging,
         bundle_id=bundle_id,
         config=config,
         model=model,
-        parent_bundle_id=read_active(root),
+        parent_bundle_id=active,
+        delta=delta,
     )
     path = bundles.publish(root, staging, bundle_id)
     return BuildResult(bundle_id, path, manifest, time.monotonic() - started)
+
+
+def _delta_parent(
+    root: str, active: str | None, config: BuildConfig, model: ModelFingerprint
+) -> ParentBundle | None:
+    if active is None:
+        return None
+    path = bundles.bundle_path(root, active)
+    try:
+        manifest = bundles.read_manifest(path)
+    except bundles.BundleError as exc:
+        logger.warning("active bundle %s unreadable (%s): full build", active, exc)
+        return None
+    if not reusable_parent(manifest, config=config, model=model):
+        logger.info("active bundle %s used other chunking or model: full build", active)
+        return None
+    table = pq.read_table(os.path.join(path, bundles.DOCUMENTS), columns=["doc_id", "revision"])
+    revisions = list(zip(table["doc_id"].to_pylist(), table["revision"].to_pylist(), strict=True))
+    return ParentBundle(active, path, revisions)
+
+
+def _counter(result: Any, name: str) -> int:
+    counters = result.metrics().query(MetricsFilter().with_name(name))["counters"]
+    return int(sum(c.committed or 0 for c in counters))
+
+
+def _delta_counts(
+    staging: str, parent: ParentBundle | None, embedded: int, reused: int
+) -> dict[str, Any]:
+    table = pq.read_table(os.path.join(staging, bundles.DOCUMENTS), columns=["doc_id", "revision"])
+    now = dict(zip(table["doc_id"].to_pylist(), table["revision"].to_pylist(), strict=True))
+    before = dict(parent.revisions) if parent else {}
+    return {
+        "parent": parent.bundle_id if parent else None,
+        "new": sum(d not in before for d in now),
+        "changed": sum(d in before and before[d] != r for d, r in now.items()),
+        "unchanged": sum(before.get(d) == r for d, r in now.items()),
+        "deleted": sum(d not in now for d in before),
+        "texts_embedded": embedded,
+        "chunks_reused": reused,
+    }
 
 
 def discard_staging(root: str, bundle_id: str) -> None:
@@ -267,7 +357,7 @@ def discard_staging(root: str, bundle_id: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m pipelines.build_index``."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", force=True)
     try:
         result = run(sys.argv[1:] if argv is None else argv)
     except BuildFailedError as exc:

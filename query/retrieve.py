@@ -70,9 +70,9 @@ def dense_arm(
     else:
         if len(rows) == 0:
             return []
-        sims = bundle.vectors()[rows] @ vector
-        top = np.argsort(-sims, kind="stable")[:depth]
-        scored = [(round(float(sims[i]), SCORE_DECIMALS), int(rows[i])) for i in top]
+        sims = np.round(bundle.vectors()[rows] @ vector, SCORE_DECIMALS)
+        top = np.lexsort((rows, -sims))[:depth]
+        scored = [(float(sims[i]), int(rows[i])) for i in top]
     scored.sort(key=lambda sr: (-sr[0], bundle.chunk_ids[sr[1]]))
     return [ArmHit(row, rank, score) for rank, (score, row) in enumerate(scored, start=1)]
 
@@ -92,9 +92,8 @@ def lexical_arm(
     if len(positive) == 0:
         return []
     rounded = np.round(scores[positive].astype(np.float64), SCORE_DECIMALS)
-    order = sorted(
-        range(len(positive)), key=lambda i: (-rounded[i], bundle.chunk_ids[positive[i]])
-    )[:depth]
+    # Rows are stored in chunk-id order, so the row index is the chunk-id tie-break.
+    order = np.lexsort((positive, -rounded))[:depth]
     return [
         ArmHit(int(positive[i]), rank, float(rounded[i])) for rank, i in enumerate(order, start=1)
     ]

@@ -60,5 +60,10 @@ class Manifest(BaseModel):
     model: ModelFingerprint
     row_counts: dict[str, int]
     dead_letter_counts: dict[str, int]
+    delta: dict[str, Any] | None = Field(
+        None,
+        description="parent bundle id and counts of new/changed/unchanged/deleted documents "
+        "and of chunks embedded/reused",
+    )
     indexes: dict[str, IndexInfo] = Field(description="USearch file -> header facts")
     files: dict[str, FileEntry] = Field(description="relative path -> checksum and size")

@@ -18,6 +18,7 @@ from typing import Any
 
 import apache_beam as beam
 import numpy as np
+from apache_beam.metrics import Metrics
 from apache_beam.ml.inference.base import (
     ModelHandler,
     PredictionResult,
@@ -59,6 +60,7 @@ class SentenceTransformerHandler(ModelHandler[tuple[str, str], PredictionResult,
         self._model = str(model)
         self._batch_size = batch_size
         self._progress = Progress(logger, "embedded", "texts", every=256)
+        self._embedded = Metrics.counter(STAGE, "texts_embedded")
 
     def load_model(self) -> Any:
         from evidex.models import load_sentence_transformer
@@ -85,6 +87,7 @@ class SentenceTransformerHandler(ModelHandler[tuple[str, str], PredictionResult,
             dtype=np.float32,
         )
         self._progress.add(len(batch))
+        self._embedded.inc(len(batch))
         return [
             PredictionResult(key, vector) for (key, _), vector in zip(batch, vectors, strict=True)
         ]
@@ -113,27 +116,30 @@ def fixed_batches(
 
 
 def _join(item: tuple[str, dict[str, list[Any]]]) -> Iterator[Any]:
+    """Attach a text's vector to every chunk with that text; without one, each chunk
+    becomes a dead letter carrying the inference error (if RunInference reported one)."""
     key, grouped = item
     vectors = grouped["vectors"]
+    errors = grouped.get("errors") or [("embedding_failed", f"no embedding for text {key[:12]}")]
     for chunk in grouped["chunks"]:
         if vectors:
             yield EmbeddedChunk(chunk=chunk, embedding=[float(x) for x in vectors[0]])
         else:
-            message = f"no embedding produced for text {key[:12]}"
+            error_type, message = errors[0]
             yield beam.pvalue.TaggedOutput(
-                BAD, DeadLetter(STAGE, chunk.chunk_id, "embedding_failed", message)
+                BAD, DeadLetter(STAGE, chunk.chunk_id, error_type, message)
             )
 
 
-def _failed_inference(failure: Any) -> Iterator[DeadLetter]:
-    """``(failed batch, error)`` from RunInference's DLQ -> one dead letter per text."""
+def _failed_inference(failure: Any) -> Iterator[tuple[str, tuple[str, str]]]:
+    """``(failed batch, error)`` from RunInference's DLQ -> ``(text key, (type, message))``."""
     batch, error = failure[0], failure[1]
     if isinstance(error, tuple) and len(error) >= 2:  # Beam's (type, repr, traceback) form
         error_type, message = getattr(error[0], "__name__", str(error[0])), str(error[1])
     else:
         error_type, message = type(error).__name__, str(error)
     for key, _text in batch:
-        yield DeadLetter(STAGE, key, error_type, message[:500])
+        yield key, (error_type, message[:500])
 
 
 class EmbedChunks(beam.PTransform):
@@ -177,14 +183,13 @@ class EmbedChunks(beam.PTransform):
         vectors = inferred | "ToVector" >> beam.Map(
             lambda r: (r.example, np.asarray(r.inference, dtype=np.float32).tolist())
         )
-        failed = dlq.failed_inferences | "FailedToDeadLetters" >> beam.FlatMap(_failed_inference)
+        errors = dlq.failed_inferences | "KeyFailures" >> beam.FlatMap(_failed_inference)
         joined = (
-            {"chunks": keyed, "vectors": vectors}
+            {"chunks": keyed, "vectors": vectors, "errors": errors}
             | "JoinVectors" >> beam.CoGroupByKey()
             | "AttachVectors" >> beam.FlatMap(_join).with_outputs(BAD, main=GOOD)
         )
-        dead = (failed, joined[BAD]) | "MergeEmbedDeadLetters" >> beam.Flatten()
         return {
             GOOD: typed(joined[GOOD], EmbeddedChunk),
-            BAD: typed(dead, DeadLetter),
+            BAD: typed(joined[BAD], DeadLetter),
         }

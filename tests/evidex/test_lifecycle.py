@@ -35,6 +35,11 @@ BUNDLE_FILES = (
     "failures/ingest.parquet",
     "failures/chunk.parquet",
     "failures/embed.parquet",
+    "bm25/data.csc.index.npy",
+    "bm25/indices.csc.index.npy",
+    "bm25/indptr.csc.index.npy",
+    "bm25/vocab.index.json",
+    "bm25/params.index.json",
 )
 
 
@@ -73,6 +78,15 @@ def test_a_damaged_manifest_is_refused(validated_root, tmp_path, st_model):
         activate(root, "b1")
     with pytest.raises(BundleError, match="manifest"):
         load_bundle(root, bundle_id="b1", model=st_model)
+
+
+def test_a_damaged_validation_report_blocks_activation(validated_root, tmp_path):
+    root = _validated_copy(validated_root, tmp_path / "r")
+    report = os.path.join(bundle_path(root, "b1"), "validation.json")
+    with open(report, "r+b") as handle:
+        handle.truncate(os.path.getsize(report) // 2)
+    with pytest.raises(ActivationError, match="validation report"):
+        activate(root, "b1")
 
 
 def test_an_index_header_that_disagrees_with_the_manifest_is_named(

@@ -6,7 +6,7 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from schemas import Chunk, DeadLetter, register_coders
-from transforms.embed import EmbedChunks, SentenceTransformerHandler, _failed_inference
+from transforms.embed import EmbedChunks, SentenceTransformerHandler, _failed_inference, _join
 from transforms.tags import BAD, GOOD
 
 
@@ -50,14 +50,25 @@ def test_embed_chunks_embeds_each_distinct_text_once(model_path):
     assert sum(c.committed for c in counters) == 2
 
 
-def test_failed_inference_batches_become_one_dead_letter_per_text():
+def test_failed_inference_is_reported_on_every_chunk_of_the_text():
     failure = (
         [("k1", "text one"), ("k2", "text two")],
         (RuntimeError, "RuntimeError('out of memory')", ["tb"]),
     )
-    assert list(_failed_inference(failure)) == [
-        DeadLetter("embed", "k1", "RuntimeError", "RuntimeError('out of memory')"),
-        DeadLetter("embed", "k2", "RuntimeError", "RuntimeError('out of memory')"),
+    errors = list(_failed_inference(failure))
+    assert errors == [
+        ("k1", ("RuntimeError", "RuntimeError('out of memory')")),
+        ("k2", ("RuntimeError", "RuntimeError('out of memory')")),
+    ]
+    grouped = {
+        "chunks": [_chunk(0, "text one"), _chunk(1, "text one")],
+        "vectors": [],
+        "errors": [errors[0][1]],
+    }
+    out = [o.value for o in _join(("k1", grouped))]
+    assert out == [
+        DeadLetter("embed", "c0", "RuntimeError", "RuntimeError('out of memory')"),
+        DeadLetter("embed", "c1", "RuntimeError", "RuntimeError('out of memory')"),
     ]
 
 
