@@ -110,6 +110,8 @@ def cmd_build(args: argparse.Namespace, beam_args: list[str]) -> int:
         argv.append("--title_in_text")
     if args.no_delta:
         argv.append("--delta=false")
+    if args.metadata:
+        argv += ["--metadata", args.metadata]
     result = run(argv + beam_args)
     m = result.manifest
     payload = {
@@ -526,6 +528,12 @@ def _add_build(sub: Any) -> None:
         dest="source_role",
         default=DEFAULT_SOURCE_ROLE,
         help="source role of every document",
+    )
+    p.add_argument(
+        "--metadata",
+        default=None,
+        help="sidecar JSONL/CSV keyed by source_id setting access_class, source_role, "
+        "language, valid_from, valid_to, title",
     )
     p.add_argument(
         "--no-delta",

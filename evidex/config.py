@@ -68,6 +68,9 @@ class IngestConfig(_Frozen):
     limit: int | None = Field(
         None, gt=0, description="embedded corpus only: keep the first N documents"
     )
+    metadata: str | None = Field(
+        None, description="sidecar JSONL/CSV keyed by source_id (access class, role, validity)"
+    )
 
 
 class ChunkConfig(_Frozen):

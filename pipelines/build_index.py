@@ -48,6 +48,7 @@ from transforms.delta import CHANGED, SplitByDelta, reusable_parent
 from transforms.embed import EmbedChunks
 from transforms.ingest import ReadDocuments, count_matches, pattern_and_root
 from transforms.lexical import BuildLexicalIndex
+from transforms.sidecar import SidecarError, read_sidecar
 from transforms.stdlib_corpus import ReadStdlibCorpus
 from transforms.tags import BAD, GOOD
 from transforms.write import WriteTable, chunk_rows_table, records_table
@@ -104,6 +105,12 @@ class EvidexBuildOptions(PipelineOptions):
             help="source role given to every document",
         )
         parser.add_argument(
+            "--metadata",
+            default=None,
+            help="sidecar JSONL or CSV keyed by source_id: access_class, source_role, "
+            "language, valid_from, valid_to, title (overrides front matter and defaults)",
+        )
+        parser.add_argument(
             "--delta",
             default=True,
             type=lambda v: v.lower() not in ("0", "false", "no"),
@@ -142,6 +149,7 @@ def config_from_options(opts: EvidexBuildOptions) -> BuildConfig:
             source_role=opts.source_role,
             limit=opts.limit,
             jsonl_title_in_text=opts.title_in_text,
+            metadata=opts.metadata,
         ),
         chunk=ChunkConfig(target_tokens=opts.target_tokens),
         embed=EmbedConfig(model=opts.model or DEFAULT_MODEL),
@@ -174,7 +182,10 @@ def assemble(
         )
     else:
         pattern, root = pattern_and_root(config.input)
-        read = pipeline | "ReadDocuments" >> ReadDocuments(pattern, root=root, config=config.ingest)
+        sidecar = read_sidecar(config.ingest.metadata) if config.ingest.metadata else None
+        read = pipeline | "ReadDocuments" >> ReadDocuments(
+            pattern, root=root, config=config.ingest, sidecar=sidecar
+        )
     documents = read[GOOD]
     to_chunk, reused = documents, None
     if parent is not None:
@@ -267,6 +278,11 @@ def run(argv: Sequence[str] | None = None, *, bundle_id: str | None = None) -> B
         config.embed.model,
         spacy_pipeline=config.spacy_pipeline,
     )
+    if config.ingest.metadata:
+        try:
+            read_sidecar(config.ingest.metadata)
+        except SidecarError as exc:
+            raise BuildFailedError(str(exc)) from exc
     if config.input != STDLIB_CORPUS:
         pattern, _ = pattern_and_root(config.input)
         if count_matches(pattern) == 0:
@@ -357,9 +373,19 @@ def discard_staging(root: str, bundle_id: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m pipelines.build_index``."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if "-h" in args or "--help" in args:
+        parser = argparse.ArgumentParser(
+            prog="python -m pipelines.build_index",
+            description="Build an evidex bundle. Any Beam pipeline option (--runner, "
+            "--direct_running_mode, --project, ...) is accepted as well.",
+        )
+        EvidexBuildOptions._add_argparse_args(parser)
+        parser.print_help()
+        return 0
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", force=True)
     try:
-        result = run(sys.argv[1:] if argv is None else argv)
+        result = run(args)
     except BuildFailedError as exc:
         print(f"build failed: {exc}", file=sys.stderr)
         return 1

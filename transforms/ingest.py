@@ -20,6 +20,7 @@ from apache_beam.pvalue import PBegin, TaggedOutput
 
 from evidex.config import ACCESS_CLASSES, SOURCE_ROLES, IngestConfig
 from schemas import DeadLetter, Document, normalize_text, revision_of
+from transforms.sidecar import split_front_matter
 from transforms.tags import BAD, GOOD, typed
 
 logger = logging.getLogger(__name__)
@@ -118,8 +119,24 @@ def _title_of(text: str, fallback: str) -> str:
     return fallback
 
 
-def parse_jsonl_line(line: bytes, *, source_uri: str, config: IngestConfig) -> Document:
-    """One JSONL record -> ``Document``.
+def _merged(
+    own: dict[str, Any], declared: dict[str, Any] | None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(overrides, extra metadata) from a document's own fields then the sidecar's."""
+    combined = {**own, **(declared or {})}
+    overrides = {k: combined[k] for k in _OVERRIDE_FIELDS if k in combined}
+    extra = {k: v for k, v in combined.items() if k not in _OVERRIDE_FIELDS and k != "title"}
+    return overrides, extra
+
+
+def parse_jsonl_line(
+    line: bytes,
+    *,
+    source_uri: str,
+    config: IngestConfig,
+    sidecar: dict[str, dict[str, Any]] | None = None,
+) -> Document:
+    """One JSONL record -> ``Document`` (sidecar values, keyed by its id, take precedence).
 
     Raises:
         IngestError: undecodable, malformed, or missing its id or text field.
@@ -152,23 +169,28 @@ def parse_jsonl_line(line: bytes, *, source_uri: str, config: IngestConfig) -> D
         *_OVERRIDE_FIELDS,
     }
     metadata = {k: v for k, v in record.items() if k not in used}
+    declared = (sidecar or {}).get(doc_id)
+    overrides, extra = _merged({k: record[k] for k in _OVERRIDE_FIELDS if k in record}, declared)
     return make_document(
         doc_id=doc_id,
-        title=str(title),
+        title=str((declared or {}).get("title") or title),
         raw_text=text,
         source_uri=source_uri,
         config=config,
-        metadata=metadata,
-        overrides={k: record[k] for k in _OVERRIDE_FIELDS if k in record},
+        metadata={**metadata, **extra},
+        overrides=overrides,
     )
 
 
 class _ParseFileFn(beam.DoFn):
     """ReadableFile -> Document (main) or DeadLetter (tagged ``bad``)."""
 
-    def __init__(self, *, root: str, config: IngestConfig) -> None:
+    def __init__(
+        self, *, root: str, config: IngestConfig, sidecar: dict[str, dict[str, Any]]
+    ) -> None:
         self._root = root
         self._config = config
+        self._sidecar = sidecar
         self._good = Metrics.counter(STAGE, "documents")
         self._bad = Metrics.counter(STAGE, "dead_letters")
 
@@ -202,12 +224,18 @@ class _ParseFileFn(beam.DoFn):
             raw = data.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
             raise IngestError("undecodable", f"not UTF-8 text: {exc}") from exc
+        front, body = split_front_matter(normalize_text(raw))
+        declared = self._sidecar.get(source_id)
+        overrides, extra = _merged(front, declared)
+        title = (declared or {}).get("title") or front.get("title") or _title_of(body, source_id)
         return make_document(
             doc_id=source_id,
-            title=_title_of(raw, source_id),
-            raw_text=raw,
+            title=str(title),
+            raw_text=body,
             source_uri=readable.metadata.path,
             config=self._config,
+            metadata=extra,
+            overrides=overrides,
         )
 
     def _jsonl(self, readable: fileio.ReadableFile, source_id: str) -> Iterator[Any]:
@@ -217,7 +245,10 @@ class _ParseFileFn(beam.DoFn):
                     continue
                 try:
                     yield parse_jsonl_line(
-                        line, source_uri=f"{readable.metadata.path}#L{number}", config=self._config
+                        line,
+                        source_uri=f"{readable.metadata.path}#L{number}",
+                        config=self._config,
+                        sidecar=self._sidecar,
                     )
                     self._good.inc()
                 except IngestError as exc:
@@ -259,15 +290,24 @@ class ReadDocuments(beam.PTransform):
         pattern: file path or glob understood by Beam ``FileSystems``.
         root: directory that source ids are relative to.
         config: ingest options.
+        sidecar: per-document metadata keyed by source id (see :mod:`transforms.sidecar`).
     """
 
-    def __init__(self, pattern: str, *, root: str, config: IngestConfig) -> None:
+    def __init__(
+        self,
+        pattern: str,
+        *,
+        root: str,
+        config: IngestConfig,
+        sidecar: dict[str, dict[str, Any]] | None = None,
+    ) -> None:
         super().__init__()
         if not pattern:
             raise ValueError("ReadDocuments needs a non-empty file pattern")
         self._pattern = pattern
         self._root = root
         self._config = config
+        self._sidecar = dict(sidecar or {})
 
     def expand(self, pbegin: PBegin) -> Any:
         parsed = (
@@ -278,9 +318,9 @@ class ReadDocuments(beam.PTransform):
             )
             | "ReadMatches" >> fileio.ReadMatches()
             | "ParseFiles"
-            >> beam.ParDo(_ParseFileFn(root=self._root, config=self._config)).with_outputs(
-                BAD, main=GOOD
-            )
+            >> beam.ParDo(
+                _ParseFileFn(root=self._root, config=self._config, sidecar=self._sidecar)
+            ).with_outputs(BAD, main=GOOD)
         )
         unique = typed(parsed[GOOD], Document) | "Dedupe" >> DedupeDocuments()
         dead = (parsed[BAD], unique[BAD]) | "MergeDeadLetters" >> beam.Flatten()
