@@ -54,7 +54,8 @@ def _configure_logging(verbose: bool, quiet: bool) -> None:
     root.setLevel(logging.DEBUG if verbose else logging.WARNING)
     for name in _OUR_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING if quiet else logging.INFO)
-    logging.getLogger("great_expectations").setLevel(logging.WARNING)
+    for noisy in ("great_expectations", "bm25s"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     try:

@@ -23,11 +23,16 @@ logger = logging.getLogger(__name__)
 def build_bm25(texts: list[str], *, config: LexicalConfig) -> Any:
     """A bm25s index over ``texts`` (row i = text i)."""
     import bm25s
+    from bm25s.tokenization import Tokenized
 
-    tokens = LexicalTokenizer(config)(texts)
-    index = bm25s.BM25(k1=config.k1, b=config.b, method="lucene")
     # An empty token list would be dropped by bm25s; a placeholder keeps rows aligned.
-    index.index([t or [""] for t in tokens], show_progress=False)
+    tokens = [t or [""] for t in LexicalTokenizer(config)(texts)]
+    # A sorted vocabulary: bm25s would otherwise number tokens in set order, which
+    # changes with each process's hash seed and makes the saved files differ.
+    vocab = {token: i for i, token in enumerate(sorted({t for doc in tokens for t in doc}))}
+    corpus = Tokenized(ids=[[vocab[t] for t in doc] for doc in tokens], vocab=vocab)
+    index = bm25s.BM25(k1=config.k1, b=config.b, method="lucene")
+    index.index(corpus, show_progress=False)
     return index
 
 

@@ -41,6 +41,8 @@ def test_building_twice_gives_identical_files_and_ids(built_root, tiny_corpus, t
         "chunks.parquet",
         "chunks.usearch",
         "failures/ingest.parquet",
+        "bm25/vocab.index.json",
+        "bm25/data.csc.index.npy",
     ):
         assert sha256_file(os.path.join(first, name)) == sha256_file(os.path.join(second, name))
     m1, m2 = read_manifest(first), read_manifest(second)
