@@ -496,7 +496,7 @@ def _add_build(sub: Any) -> None:
     p.add_argument(
         "--input",
         default=STDLIB_CORPUS,
-        help="file, directory or glob of .txt/.md/.jsonl (default 'stdlib:', the "
+        help="file, directory or glob of .txt/.md/.html/.pdf/.jsonl (default 'stdlib:', the "
         "embedded Python-documentation corpus)",
     )
     p.add_argument(

@@ -20,6 +20,8 @@ from apache_beam.pvalue import PBegin, TaggedOutput
 
 from evidex.config import ACCESS_CLASSES, SOURCE_ROLES, IngestConfig
 from schemas import DeadLetter, Document, normalize_text, revision_of
+from transforms.formats import HTML_SUFFIXES, PDF_SUFFIXES, html_to_text, pdf_to_text
+from transforms.ingest_errors import IngestError
 from transforms.sidecar import split_front_matter
 from transforms.tags import BAD, GOOD, typed
 
@@ -29,14 +31,6 @@ STAGE = "ingest"
 _OVERRIDE_FIELDS = ("access_class", "source_role", "language", "valid_from", "valid_to")
 TEXT_SUFFIXES = (".txt", ".md", ".markdown", ".rst", ".text")
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
-
-
-class IngestError(ValueError):
-    """A record that cannot become a document; ``error_type`` names why."""
-
-    def __init__(self, error_type: str, message: str) -> None:
-        super().__init__(message)
-        self.error_type = error_type
 
 
 def relative_id(path: str, root: str) -> str:
@@ -209,32 +203,42 @@ class _ParseFileFn(beam.DoFn):
             yield TaggedOutput(BAD, DeadLetter(STAGE, source_id, exc.error_type, str(exc)))
 
     def _text_file(self, readable: fileio.ReadableFile, source_id: str, lower: str) -> Document:
-        if not lower.endswith(TEXT_SUFFIXES):
-            raise IngestError(
-                "unsupported",
-                f"unsupported file type (supported: {TEXT_SUFFIXES + JSONL_SUFFIXES})",
-            )
+        supported = TEXT_SUFFIXES + HTML_SUFFIXES + PDF_SUFFIXES + JSONL_SUFFIXES
+        if not lower.endswith(supported):
+            raise IngestError("unsupported", f"unsupported file type (supported: {supported})")
         size = readable.metadata.size_in_bytes
         if size > self._config.max_document_bytes:
             raise IngestError(
                 "oversized", f"{size} bytes exceeds limit of {self._config.max_document_bytes}"
             )
         data = readable.read()
-        try:
-            raw = data.decode("utf-8-sig")
-        except UnicodeDecodeError as exc:
-            raise IngestError("undecodable", f"not UTF-8 text: {exc}") from exc
+        extracted: dict[str, Any] = {}
+        found_title = ""
+        if lower.endswith(HTML_SUFFIXES):
+            found_title, raw = html_to_text(data)
+        elif lower.endswith(PDF_SUFFIXES):
+            found_title, raw, extracted = pdf_to_text(data)
+        else:
+            try:
+                raw = data.decode("utf-8-sig")
+            except UnicodeDecodeError as exc:
+                raise IngestError("undecodable", f"not UTF-8 text: {exc}") from exc
         front, body = split_front_matter(normalize_text(raw))
         declared = self._sidecar.get(source_id)
         overrides, extra = _merged(front, declared)
-        title = (declared or {}).get("title") or front.get("title") or _title_of(body, source_id)
+        title = (
+            (declared or {}).get("title")
+            or front.get("title")
+            or found_title
+            or _title_of(body, source_id)
+        )
         return make_document(
             doc_id=source_id,
             title=str(title),
             raw_text=body,
             source_uri=readable.metadata.path,
             config=self._config,
-            metadata=extra,
+            metadata={**extracted, **extra},
             overrides=overrides,
         )
 

@@ -1,0 +1,116 @@
+"""Text extraction for rich formats: HTML (boilerplate and markup removed) and PDF
+(text layer, page offsets kept). Pure functions; errors are :class:`IngestError`.
+"""
+
+import io
+from typing import Any
+
+from transforms.ingest_errors import IngestError
+
+HTML_SUFFIXES = (".html", ".htm")
+PDF_SUFFIXES = (".pdf",)
+_BOILERPLATE = (
+    "script",
+    "style",
+    "noscript",
+    "nav",
+    "header",
+    "footer",
+    "aside",
+    "form",
+    "template",
+    "svg",
+    "iframe",
+)
+_BLOCKS = (
+    "p",
+    "div",
+    "section",
+    "article",
+    "main",
+    "li",
+    "tr",
+    "pre",
+    "blockquote",
+    "table",
+    "ul",
+    "ol",
+    "dl",
+    "dt",
+    "dd",
+    "figcaption",
+    "br",
+)
+
+
+def html_to_text(data: bytes) -> tuple[str, str]:
+    """HTML bytes -> (title, text): headings as ``#`` lines, blocks as paragraphs.
+
+    Raises:
+        IngestError: the page has no readable text.
+    """
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(data, "html.parser")
+    for tag in soup(list(_BOILERPLATE)):
+        tag.decompose()
+    title_tag = soup.find("title")
+    title = title_tag.get_text(" ", strip=True) if title_tag else ""
+    if title_tag:
+        title_tag.decompose()
+    body = soup.body or soup
+    for level in range(1, 7):
+        for heading in body.find_all(f"h{level}"):
+            text = heading.get_text(" ", strip=True)
+            heading.replace_with(f"\n\n{'#' * level} {text}\n\n")
+    for block in body.find_all(list(_BLOCKS)):
+        block.insert_before("\n\n")
+        block.insert_after("\n\n")
+    lines = [" ".join(line.split()) for line in body.get_text().splitlines()]
+    paragraphs, current = [], []
+    for line in lines:
+        if line:
+            current.append(line)
+        elif current:
+            paragraphs.append(" ".join(current))
+            current = []
+    if current:
+        paragraphs.append(" ".join(current))
+    text = "\n\n".join(paragraphs)
+    if not text.strip():
+        raise IngestError("empty", "HTML page has no readable text")
+    if not title:
+        title = next((p.lstrip("# ") for p in paragraphs if p.startswith("#")), "")
+    return title, text
+
+
+def pdf_to_text(data: bytes) -> tuple[str, str, dict[str, Any]]:
+    """PDF bytes -> (title, text, metadata with each page's ``[start, end)`` in the text).
+
+    Raises:
+        IngestError: ``encrypted``, ``broken_pdf`` or ``empty`` (no text layer).
+    """
+    from pypdf import PdfReader
+    from pypdf.errors import PdfReadError
+
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        if reader.is_encrypted:
+            raise IngestError("encrypted", "PDF is encrypted; provide a decrypted copy")
+        pages = [page.extract_text() or "" for page in reader.pages]
+        info = reader.metadata
+    except IngestError:
+        raise
+    except (PdfReadError, ValueError, KeyError, TypeError, OSError) as exc:
+        raise IngestError("broken_pdf", f"cannot read PDF: {exc}") from exc
+    parts, spans, cursor = [], [], 0
+    for page_text in pages:
+        cleaned = page_text.strip()
+        spans.append([cursor, cursor + len(cleaned)])
+        parts.append(cleaned)
+        cursor += len(cleaned) + 2  # the "\n\n" joining pages
+    text = "\n\n".join(parts)
+    if not text.strip():
+        raise IngestError("empty", "PDF has no text layer (scanned images need OCR first)")
+    title = str(getattr(info, "title", "") or "") if info else ""
+    return title, text, {"pages": spans}
