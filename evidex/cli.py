@@ -265,7 +265,8 @@ def format_evidence(query: str, evidence: Sequence[Any], width: int = 100) -> st
     for e in evidence:
         flag = "  [fallback]" if getattr(e, "fallback", False) else ""
         lines.append(f"  {e.rank}. {e.doc_id}  [{e.start}:{e.end})  score {e.score:.4f}{flag}")
-        lines.append(f"     {e.title}")
+        section = getattr(e, "heading_path", "")
+        lines.append(f"     {e.title}" + (f"  §  {section}" if section else ""))
         quote = " ".join(e.text.split())
         quote = quote if len(quote) <= 320 else quote[:317] + "..."
         lines += textwrap.wrap(

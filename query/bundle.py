@@ -59,6 +59,7 @@ class LoadedBundle:
     index: Any
     model: Any
     lexical: Any = None
+    heading_paths: list[str] = field(default_factory=list)
     _row_of_key: dict[int, int] = field(default_factory=dict, repr=False)
     _vectors: np.ndarray | None = field(default=None, repr=False)
 
@@ -164,7 +165,7 @@ def open_bundle(path: str, *, verify: bool = True, model: Any = None) -> LoadedB
     _check_model(model, manifest)
     chunks = pq.read_table(
         os.path.join(path, CHUNKS),
-        columns=["chunk_id", "doc_id", "start", "end", "access_class", "ann_key"],
+        columns=["chunk_id", "doc_id", "start", "end", "access_class", "ann_key", "heading_path"],
     )
     from usearch.index import Index
 
@@ -191,6 +192,7 @@ def open_bundle(path: str, *, verify: bool = True, model: Any = None) -> LoadedB
         index=index,
         model=model,
         lexical=lexical,
+        heading_paths=chunks.column("heading_path").to_pylist(),
     )
 
 

@@ -41,6 +41,7 @@ class Evidence(NamedTuple):
     lexical_rank: int | None
     lexical_score: float | None
     fallback: bool
+    heading_path: str = ""
 
 
 def visible_rows(bundle: LoadedBundle, access: Iterable[str] | None) -> np.ndarray | None:
@@ -125,6 +126,7 @@ def _evidence(bundle: LoadedBundle, rank: int, f: Fused) -> Evidence:
         lexical_rank=f.lexical_rank,
         lexical_score=f.lexical_score,
         fallback=f.fallback,
+        heading_path=bundle.heading_paths[f.row] if bundle.heading_paths else "",
     )
 
 

@@ -40,7 +40,11 @@ class Document(NamedTuple):
 
 
 class Chunk(NamedTuple):
-    """A contiguous piece of a document: ``text == document.text[start:end]``."""
+    """A contiguous piece of a document: ``text == document.text[start:end]``.
+
+    ``heading_path`` names the Markdown sections the chunk starts in, outermost
+    first, joined by `` > `` (e.g. ``Guide > Limits > UPI Lite``).
+    """
 
     chunk_id: str
     doc_id: str
@@ -51,6 +55,7 @@ class Chunk(NamedTuple):
     text: str
     n_tokens: int
     access_class: str
+    heading_path: str = ""
 
 
 class EmbeddedChunk(NamedTuple):
@@ -96,6 +101,7 @@ CHUNK_SCHEMA = pa.schema(
         pa.field("text", pa.large_string(), nullable=False),
         pa.field("n_tokens", pa.int32(), nullable=False),
         pa.field("access_class", pa.string(), nullable=False),
+        pa.field("heading_path", pa.string(), nullable=False),
     ]
 )
 

@@ -17,7 +17,7 @@ from apache_beam.utils.shared import Shared
 from evidex.config import ChunkConfig
 from schemas import Chunk, DeadLetter, Document, chunk_id
 from transforms.progress import Progress
-from transforms.spans import chunk_spans
+from transforms.spans import chunk_spans, heading_paths
 from transforms.tags import BAD, GOOD, typed
 
 logger = logging.getLogger(__name__)
@@ -65,6 +65,7 @@ def chunk_document(
         doc.text, count_tokens=count_tokens, target_tokens=target_tokens, max_tokens=max_tokens
     )
     chunks = []
+    paths = heading_paths(doc.text, [start for start, _ in spans])
     for index, (start, end) in enumerate(spans):
         text = doc.text[start:end]
         chunks.append(
@@ -78,6 +79,7 @@ def chunk_document(
                 text=text,
                 n_tokens=count_tokens(text),
                 access_class=doc.access_class,
+                heading_path=paths[index],
             )
         )
     return chunks

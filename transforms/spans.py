@@ -132,3 +132,24 @@ def chunk_spans(
             for window in word_windows(text, sent, count_tokens, max_tokens):
                 units.append((window, count_tokens(text[window[0] : window[1]])))
     return pack(units, target)
+
+
+_HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+
+
+def heading_paths(text: str, starts: Sequence[int]) -> list[str]:
+    """The Markdown heading path in force at each offset in ``starts`` (ascending).
+
+    Example:
+        >>> heading_paths("# A\n\n## B\n\nx", [9])
+        ['A > B']
+    """
+    headings = [(m.start(), len(m.group(1)), m.group(2).strip()) for m in _HEADING.finditer(text)]
+    paths, stack, i = [], [], 0
+    for offset in starts:
+        while i < len(headings) and headings[i][0] <= offset:
+            _, level, title = headings[i]
+            stack = [(lvl, t) for lvl, t in stack if lvl < level] + [(level, title)]
+            i += 1
+        paths.append(" > ".join(t for _, t in stack))
+    return paths

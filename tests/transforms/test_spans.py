@@ -64,3 +64,17 @@ def test_chunks_cover_every_word_exactly_once_in_order(text, target, limit):
     covered = [m.span() for m in re.finditer(r"\S+", text)]
     inside = [any(s <= ws and we <= e for s, e in spans) for ws, we in covered]
     assert all(inside), "a word fell into a gap between chunks"
+
+
+def test_heading_paths_follow_markdown_nesting():
+    from transforms.spans import heading_paths
+
+    text = "# Guide\n\nIntro.\n\n## Limits\n\n### UPI Lite\n\nRs 500.\n\n## Fees\n\nNone.\n"
+    starts = [0, text.index("Intro"), text.index("Rs 500"), text.index("None")]
+    assert heading_paths(text, starts) == [
+        "Guide",
+        "Guide",
+        "Guide > Limits > UPI Lite",
+        "Guide > Fees",
+    ]
+    assert heading_paths("no headings here", [0, 3]) == ["", ""]
