@@ -39,16 +39,25 @@ Typical flow (bundle root: --root, else $EVIDEX_HOME, else ./.evidex):
 
 
 class _DropNoise(logging.Filter):
-    """Hide an import-time warning Beam emits when optional GCP clients are absent."""
+    """Show our own progress lines and other libraries' warnings only (some libraries set
+    their loggers to INFO themselves), and hide an import-time warning Beam emits when
+    optional GCP clients are absent."""
+
+    def __init__(self, verbose: bool) -> None:
+        super().__init__()
+        self._verbose = verbose
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith("apitools not found")
+        if record.getMessage().startswith("apitools not found"):
+            return False
+        ours = record.name.split(".")[0] in _OUR_LOGGERS
+        return self._verbose or ours or record.levelno >= logging.WARNING
 
 
 def _configure_logging(verbose: bool, quiet: bool) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("evidex: %(message)s"))
-    handler.addFilter(_DropNoise())
+    handler.addFilter(_DropNoise(verbose))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.DEBUG if verbose else logging.WARNING)
