@@ -12,13 +12,14 @@ import datetime as dt
 import hashlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
+import numpy as np
 import pyarrow.parquet as pq
 
 from evidex import __version__
-from evidex.config import BuildConfig, canonical_json
+from evidex.config import BuildConfig
 from schemas.manifest import SCHEMA_VERSION, FileEntry, IndexInfo, Manifest, ModelFingerprint
 
 DEFAULT_ROOT = ".evidex"
@@ -90,12 +91,26 @@ def _walk_files(directory: str) -> Iterator[str]:
             yield os.path.relpath(full, directory).replace(os.sep, "/")
 
 
-def input_fingerprint(documents_parquet: str) -> str:
-    """sha256 over the sorted ``doc_id ␟ revision`` lines of a documents table."""
-    table = pq.read_table(documents_parquet, columns=["doc_id", "revision"])
-    pairs = sorted(zip(table["doc_id"].to_pylist(), table["revision"].to_pylist(), strict=True))
-    payload = "\n".join(f"{d}\x1f{r}" for d, r in pairs).encode("utf-8")
+def fingerprint_pairs(pairs: Iterable[tuple[str, str]]) -> str:
+    """sha256 over the sorted, distinct ``doc_id ␟ revision`` lines."""
+    payload = "\n".join(f"{d}\x1f{r}" for d, r in sorted(set(pairs))).encode("utf-8")
     return hashlib.sha256(payload).hexdigest()
+
+
+def input_fingerprint(documents_parquet: str) -> str:
+    """:func:`fingerprint_pairs` of a documents table."""
+    table = pq.read_table(documents_parquet, columns=["doc_id", "revision"])
+    return fingerprint_pairs(
+        zip(table["doc_id"].to_pylist(), table["revision"].to_pylist(), strict=True)
+    )
+
+
+def embedding_matrix(column: Any) -> np.ndarray:
+    """A fixed-size-list ``embedding`` column -> an ``n x d`` float32 matrix."""
+    column = column.combine_chunks() if hasattr(column, "combine_chunks") else column
+    width = column.type.list_size
+    flat = column.values.to_numpy(zero_copy_only=False)
+    return flat.reshape(len(column), width).astype(np.float32, copy=False)
 
 
 def write_manifest(
@@ -286,8 +301,3 @@ def list_bundles(root: str) -> list[str]:
         for name in os.listdir(directory)
         if os.path.isfile(os.path.join(directory, name, MANIFEST))
     )
-
-
-def config_digest(value: object) -> str:
-    """sha256 of a JSON-able value's canonical form."""
-    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()

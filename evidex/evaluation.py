@@ -10,7 +10,6 @@ the share of questions whose supporting documents are *all* in the top k.
 """
 
 import csv
-import hashlib
 import json
 import logging
 import os
@@ -101,8 +100,7 @@ def input_fingerprint(corpus: str, config: IngestConfig) -> str:
             except IngestError:
                 continue
             pairs.append((doc.doc_id, doc.revision))
-    payload = "\n".join(f"{d}\x1f{r}" for d, r in sorted(set(pairs))).encode("utf-8")
-    return hashlib.sha256(payload).hexdigest()
+    return bundles.fingerprint_pairs(pairs)
 
 
 def find_or_build(dataset: Dataset, *, root: str, build_args: Sequence[str]) -> str:

@@ -10,7 +10,6 @@ runner flag, e.g.::
 import argparse
 import logging
 import os
-import shutil
 import sys
 import time
 from collections.abc import Sequence
@@ -173,6 +172,7 @@ def assemble(
     model: ModelFingerprint,
     staging: str,
     parent: ParentBundle | None = None,
+    sidecar: dict[str, dict[str, Any]] | None = None,
 ) -> None:
     """Wire every stage of the build into ``pipeline``, writing into ``staging``."""
     model_path = resolve_model(config.embed.model)
@@ -182,7 +182,6 @@ def assemble(
         )
     else:
         pattern, root = pattern_and_root(config.input)
-        sidecar = read_sidecar(config.ingest.metadata) if config.ingest.metadata else None
         read = pipeline | "ReadDocuments" >> ReadDocuments(
             pattern, root=root, config=config.ingest, sidecar=sidecar
         )
@@ -278,9 +277,10 @@ def run(argv: Sequence[str] | None = None, *, bundle_id: str | None = None) -> B
         config.embed.model,
         spacy_pipeline=config.spacy_pipeline,
     )
+    sidecar = None
     if config.ingest.metadata:
         try:
-            read_sidecar(config.ingest.metadata)
+            sidecar = read_sidecar(config.ingest.metadata)
         except SidecarError as exc:
             raise BuildFailedError(str(exc)) from exc
     if config.input != STDLIB_CORPUS:
@@ -300,7 +300,7 @@ def run(argv: Sequence[str] | None = None, *, bundle_id: str | None = None) -> B
         f" (delta against {parent.bundle_id})" if parent else "",
     )
     pipeline = beam.Pipeline(options=options)
-    assemble(pipeline, config=config, model=model, staging=staging, parent=parent)
+    assemble(pipeline, config=config, model=model, staging=staging, parent=parent, sidecar=sidecar)
     result = pipeline.run()
     result.wait_until_finish()
     _check_bad_ratio(staging, config.max_bad_ratio)
@@ -364,11 +364,6 @@ def _delta_counts(
         "texts_embedded": embedded,
         "chunks_reused": reused,
     }
-
-
-def discard_staging(root: str, bundle_id: str) -> None:
-    """Remove a failed build's staging directory."""
-    shutil.rmtree(bundles.staging_path(root, bundle_id), ignore_errors=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

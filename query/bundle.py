@@ -19,6 +19,7 @@ from evidex.bundles import (
     LEXICAL_DIR,
     BundleError,
     bundle_path,
+    embedding_matrix,
     read_manifest,
     resolve_root,
     verify_files,
@@ -77,9 +78,7 @@ class LoadedBundle:
         """All chunk vectors (n x d float32), read on first use for filtered search."""
         if self._vectors is None:
             table = pq.read_table(os.path.join(self.path, CHUNKS), columns=["embedding"])
-            column = table.column("embedding").combine_chunks()
-            flat = column.values.to_numpy(zero_copy_only=False)
-            self._vectors = flat.reshape(len(column), column.type.list_size).astype(np.float32)
+            self._vectors = embedding_matrix(table.column("embedding"))
         return self._vectors
 
     def embed(self, text: str) -> np.ndarray:

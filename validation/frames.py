@@ -5,6 +5,8 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
+from evidex.bundles import embedding_matrix
+
 
 def documents_frame(path: str) -> pd.DataFrame:
     """``documents.parquet`` with ``text_length``."""
@@ -35,20 +37,16 @@ def chunks_frame(path: str, documents: pd.DataFrame) -> pd.DataFrame:
             frame["doc_id"], frame["start"], frame["end"], frame["text"], strict=True
         )
     ]
-    column = table.column("embedding").combine_chunks()
-    width = column.type.list_size if len(column) else 0
-    vectors = column.values.to_numpy(zero_copy_only=False).reshape(len(column), width)
-    frame["embedding_dim"] = width
-    frame["embedding_norm"] = np.linalg.norm(vectors, axis=1) if len(column) else []
-    frame["embedding_finite"] = np.isfinite(vectors).all(axis=1) if len(column) else []
+    vectors = embedding_matrix(table.column("embedding"))
+    frame["embedding_dim"] = vectors.shape[1]
+    frame["embedding_norm"] = np.linalg.norm(vectors, axis=1)
+    frame["embedding_finite"] = np.isfinite(vectors).all(axis=1)
     return frame
 
 
 def chunk_vectors(path: str) -> tuple[np.ndarray, np.ndarray]:
     """``(ann_key, embedding)`` arrays from ``chunks.parquet``."""
     table = pq.read_table(path, columns=["ann_key", "embedding"])
-    column = table.column("embedding").combine_chunks()
-    width = column.type.list_size
-    vectors = column.values.to_numpy(zero_copy_only=False).reshape(len(column), width)
+    vectors = embedding_matrix(table.column("embedding"))
     keys = table.column("ann_key").to_numpy()
     return keys.astype(np.uint64), vectors.astype(np.float32)
