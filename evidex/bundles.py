@@ -30,7 +30,21 @@ CHUNKS = "chunks.parquet"
 CHUNK_INDEX = "chunks.usearch"
 FAILURES_DIR = "failures"
 LEXICAL_DIR = "bm25"
-TABLES = {"documents": DOCUMENTS, "chunks": CHUNKS}
+MENTIONS = "mentions.parquet"
+ENTITIES = "entities.parquet"
+RELATIONS = "relations.parquet"
+COMMUNITIES = "communities.parquet"
+RELATION_INDEX = "relations.usearch"
+COMMUNITY_INDEX = "communities.usearch"
+TABLES = {
+    "documents": DOCUMENTS,
+    "chunks": CHUNKS,
+    "mentions": MENTIONS,
+    "entities": ENTITIES,
+    "relations": RELATIONS,
+    "communities": COMMUNITIES,
+}
+KNOWLEDGE_TABLES = ("mentions", "entities", "relations", "communities")
 
 
 class BundleError(RuntimeError):
@@ -135,6 +149,7 @@ def write_manifest(
     row_counts = {
         name: pq.ParquetFile(os.path.join(staging, filename)).metadata.num_rows
         for name, filename in TABLES.items()
+        if os.path.exists(os.path.join(staging, filename))
     }
     dead = {
         rel.split("/", 1)[1].removesuffix(".parquet"): pq.ParquetFile(

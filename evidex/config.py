@@ -31,7 +31,11 @@ SOURCE_ROLES = (
     "news",
     "other",
 )
-STDLIB_CORPUS = "stdlib:"  # the --input value that selects the embedded default corpus
+STDLIB_CORPUS = "stdlib:"
+# HNSW ef every reader sets after restoring an index (query and validation alike):
+# at 300k vectors ef 64 left queries with recall 0, ef 128 met the recall and latency
+# targets (docs/benchmarks.md, "ANN qualification").
+SEARCH_EXPANSION = 128  # the --input value that selects the embedded default corpus
 
 
 class _Frozen(BaseModel):
@@ -98,7 +102,9 @@ class AnnConfig(_Frozen):
 
     connectivity: int = Field(16, gt=1, description="HNSW graph degree (M)")
     expansion_add: int = Field(128, gt=0, description="ef at construction")
-    expansion_search: int = Field(64, gt=0, description="ef at search")
+    expansion_search: int = Field(
+        64, gt=0, description="ef stored in the file (USearch resets it on restore)"
+    )
 
 
 class LexicalConfig(_Frozen):
@@ -110,6 +116,36 @@ class LexicalConfig(_Frozen):
     stopwords: str | None = Field("en", description="bm25s stopword list, or none")
 
 
+class KnowledgeConfig(_Frozen):
+    """The knowledge layer: extraction, canonicalization, communities, summaries."""
+
+    enabled: bool = Field(True, description="build mentions, entities, relations, communities")
+    spacy_batch_size: int = Field(32, gt=0, description="chunks per nlp.pipe batch")
+    merge_similarity: float = Field(
+        0.85,
+        gt=0,
+        le=1,
+        description="cosine similarity two spelling variants' embeddings need to merge",
+    )
+    max_block_size: int = Field(
+        64, gt=1, description="candidate blocks larger than this are too generic to compare"
+    )
+    min_summary_confidence: float = Field(
+        0.7,
+        ge=0,
+        le=1,
+        description="relations below this confidence (and co-occurrences) get no summary vector",
+    )
+    min_community_size: int = Field(3, gt=1, description="smaller communities get no report")
+    min_community_documents: int = Field(
+        2, gt=0, description="communities supported by fewer documents get no report"
+    )
+    report_entities: int = Field(8, gt=0, description="key entities listed per community report")
+    report_relations: int = Field(5, gt=0, description="key relations listed per report")
+    representative_chunks: int = Field(5, gt=0, description="representative chunks per report")
+    louvain_resolution: float = Field(1.0, gt=0, description="Louvain resolution parameter")
+
+
 class BuildConfig(_Frozen):
     """Everything that determines a bundle's contents."""
 
@@ -119,6 +155,7 @@ class BuildConfig(_Frozen):
     embed: EmbedConfig
     ann: AnnConfig = AnnConfig()
     lexical: LexicalConfig = LexicalConfig()
+    knowledge: KnowledgeConfig = KnowledgeConfig()
     spacy_pipeline: str = Field(
         DEFAULT_SPACY_PIPELINE, description="spaCy pipeline for the extraction stages"
     )

@@ -143,6 +143,9 @@ def _arms(bundle: Any) -> dict[str, Callable[[str], list[Any]]]:
         "fusion_w1.0": fused(1.0),
         "fusion_w0.1": fused(0.1),
         "router": lambda q: list(answer(bundle, q, k=CHUNK_DEPTH).evidence),
+        "router+graph": lambda q: list(
+            answer(bundle, q, k=CHUNK_DEPTH, extra_surfaces=("graph",)).evidence
+        ),
     }
 
 
@@ -177,7 +180,11 @@ def evaluate(dataset: Dataset, bundle: Any, *, limit: int | None = None) -> dict
         sorted(dataset.queries.items())[:limit] if limit else sorted(dataset.queries.items())
     )
     results: dict[str, Any] = {}
-    for name, arm in _arms(bundle).items():
+    arms = _arms(bundle)
+    if bundle.knowledge is None:
+        arms.pop("router+graph")
+        results["router+graph"] = {"skipped": "bundle has no knowledge layer"}
+    for name, arm in arms.items():
         runs, latencies = {}, []
         for done, (qid, text) in enumerate(query_items, start=1):
             start = time.perf_counter()
@@ -191,7 +198,6 @@ def evaluate(dataset: Dataset, bundle: Any, *, limit: int | None = None) -> dict
             "p50_ms": round(float(np.percentile(latencies, 50)), 1),
             "p95_ms": round(float(np.percentile(latencies, 95)), 1),
         }
-    results["router+graph"] = {"skipped": "bundle has no knowledge layer (entities/relations)"}
     return {
         "dataset": dataset.name,
         "queries": len(query_items),

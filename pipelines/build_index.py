@@ -25,12 +25,14 @@ from evidex import bundles
 from evidex.activation import read_active
 from evidex.config import (
     DEFAULT_MAX_BAD_RATIO,
+    DEFAULT_SPACY_PIPELINE,
     DEFAULT_TARGET_TOKENS,
     STDLIB_CORPUS,
     BuildConfig,
     ChunkConfig,
     EmbedConfig,
     IngestConfig,
+    KnowledgeConfig,
 )
 from evidex.models import (
     DEFAULT_MODEL,
@@ -39,6 +41,7 @@ from evidex.models import (
     load_sentence_transformer,
     resolve_model,
 )
+from pipelines.knowledge import KNOWLEDGE_COUNTER, assemble_knowledge
 from schemas import DEAD_LETTER_SCHEMA, DOCUMENT_SCHEMA, register_coders
 from schemas.manifest import Manifest, ModelFingerprint
 from transforms.ann import BuildAnnIndex
@@ -122,6 +125,18 @@ class EvidexBuildOptions(PipelineOptions):
             help="JSONL: make each record's title the first paragraph of its text",
         )
         parser.add_argument(
+            "--knowledge",
+            default=True,
+            type=lambda v: v.lower() not in ("0", "false", "no"),
+            help="build the knowledge layer: spaCy mentions and relations, canonical "
+            "entities, Louvain communities, relation/community vectors (default true)",
+        )
+        parser.add_argument(
+            "--spacy_pipeline",
+            default=DEFAULT_SPACY_PIPELINE,
+            help="installed spaCy pipeline (name or path) for the knowledge layer",
+        )
+        parser.add_argument(
             "--limit",
             type=int,
             default=None,
@@ -152,6 +167,8 @@ def config_from_options(opts: EvidexBuildOptions) -> BuildConfig:
         ),
         chunk=ChunkConfig(target_tokens=opts.target_tokens),
         embed=EmbedConfig(model=opts.model or DEFAULT_MODEL),
+        knowledge=KnowledgeConfig(enabled=opts.knowledge),
+        spacy_pipeline=opts.spacy_pipeline,
         max_bad_ratio=opts.max_bad_ratio,
     )
 
@@ -201,6 +218,15 @@ def assemble(
     all_embedded = embedded[GOOD]
     if reused is not None:
         all_embedded = (embedded[GOOD], reused) | "MergeReused" >> beam.Flatten()
+    if config.knowledge.enabled:
+        assemble_knowledge(
+            all_embedded | "ChunksForKnowledge" >> beam.Map(lambda e: e.chunk),
+            config=config,
+            model_path=model_path,
+            dimension=model.dimension,
+            staging=staging,
+            parent_path=parent.path if parent else None,
+        )
     join = os.path.join
     _ = documents | "WriteDocuments" >> WriteTable(
         join(staging, bundles.DOCUMENTS),
@@ -307,6 +333,7 @@ def run(argv: Sequence[str] | None = None, *, bundle_id: str | None = None) -> B
     delta = _delta_counts(
         staging, parent, _counter(result, "texts_embedded"), _counter(result, "chunks_reused")
     )
+    delta["knowledge_texts_embedded"] = _counter(result, KNOWLEDGE_COUNTER)
     logger.info(
         "documents: %(new)d new, %(changed)d changed, %(unchanged)d unchanged, "
         "%(deleted)d deleted; %(texts_embedded)d texts embedded, "

@@ -8,18 +8,19 @@ Obligations, each reported with a machine-readable code:
 - ``source_role``: an item's source role must be one the caller allows;
 - ``anchor``: every explicit anchor in the query (see :mod:`query.anchors`)
   must appear in an admitted item's text or title;
-- ``contradiction``: needs the relation layer; reported as not checked until
-  the bundle has one.
+- ``contradiction``: admitted evidence must not state two different values for
+  one subject and functional predicate (e.g. two per-transaction limits); checked
+  through the bundle's relations, reported as not checked without them.
 
 Status: ``PASS`` when evidence is admitted and every anchor is resolved;
 ``FAIL`` when evidence was found but none of it may be admitted; ``UNKNOWN``
-when the obligations cannot be closed (nothing found, out of scope, or an
-anchor no admitted evidence mentions).
+when the obligations cannot be closed (nothing found, out of scope, an anchor
+no admitted evidence mentions, or an unresolved contradiction).
 """
 
 import datetime as dt
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
 _DAY = re.compile(r"\b((?:19|20)\d\d)-(\d\d)-(\d\d)\b")
@@ -74,6 +75,8 @@ def admit(
     operation: str,
     allowed_roles: Iterable[str] | None = None,
     today: dt.date | None = None,
+    contradictions: Callable[[set[str]], list[dict[str, Any]]] | None = None,
+    notes: Sequence[Reason] = (),
 ) -> Admission:
     """Decide which evidence may be cited for ``query`` and whether it closes the query.
 
@@ -84,6 +87,9 @@ def admit(
         operation: the router's operation (``out_of_scope`` is never admitted).
         allowed_roles: source roles the caller accepts; ``None`` accepts all.
         today: the clock for queries without a date (injected in tests).
+        contradictions: admitted chunk ids -> contradicting relations (from the
+            bundle's knowledge layer); ``None`` when the bundle has none.
+        notes: reasons from earlier steps to report (e.g. blocked graph expansion).
     """
     window = query_window(query, today=today or dt.date.today())
     if operation == "out_of_scope":
@@ -109,7 +115,7 @@ def admit(
             )
         else:
             admitted.append(item)
-    reasons: list[Reason] = []
+    reasons: list[Reason] = list(notes)
     if not evidence:
         reasons.append(Reason("no_evidence", "retrieval found nothing the caller may see"))
         return Admission("UNKNOWN", tuple(reasons), (), (), window)
@@ -122,8 +128,13 @@ def admit(
     unresolved = [a for a in anchors if not any(_normalized(a) in h for h in haystack)]
     for anchor in unresolved:
         reasons.append(Reason("anchor_unresolved", f"no admitted evidence mentions {anchor!r}"))
-    reasons.append(Reason("contradiction_not_checked", "bundle has no relation layer yet"))
-    status = "UNKNOWN" if unresolved else "PASS"
+    conflicts = contradictions({e.chunk_id for e in admitted}) if contradictions else []
+    if contradictions is None:
+        reasons.append(Reason("contradiction_not_checked", "the bundle has no relation layer"))
+    for c in conflicts:
+        values = " vs ".join(c["objects"])
+        reasons.append(Reason("contradiction", f"{c['subject']} {c['predicate']}: {values}"))
+    status = "UNKNOWN" if unresolved or conflicts else "PASS"
     if status == "PASS":
         reasons.insert(0, Reason("admitted", f"{len(admitted)} item(s) admitted"))
     return Admission(status, tuple(reasons), tuple(admitted), tuple(rejected), window)

@@ -12,7 +12,7 @@ _VERSION = re.compile(
     r"\b(?:v(?:ersion)?\s?)?\d+(?:\.\d+)+\b|\bv\d+\b|\b[A-Za-z]+-\d+[A-Za-z0-9-]*\b"
 )
 _ACRONYM = re.compile(r"\b[A-Z]{2,}[0-9]*s?\b")
-_WORD = r"(?:[A-Z][a-z]+|[A-Z]{2,}[0-9]*)"
+_WORD = r"(?:[A-Z][a-z]+(?:[A-Z][a-z]*)*\b|[A-Z]{2,}[0-9]*\b)"
 _NAME = re.compile(rf"(?<![.?!]\s)(?<!^)\b({_WORD}(?:\s+(?:of\s+|the\s+)?{_WORD})*)(?![0-9])")
 _IGNORED = frozenset(
     {

@@ -25,8 +25,9 @@ from evidex.bundles import (
     verify_files,
     verify_index_headers,
 )
-from evidex.config import LexicalConfig
+from evidex.config import SEARCH_EXPANSION, LexicalConfig
 from evidex.models import fingerprint, load_sentence_transformer, resolve_model
+from query.knowledge import load_knowledge
 from query.lexical import LexicalIndex
 from schemas.manifest import Manifest
 
@@ -61,12 +62,21 @@ class LoadedBundle:
     model: Any
     lexical: Any = None
     heading_paths: list[str] = field(default_factory=list)
+    knowledge: Any = None
+    _row_of_chunk: dict[str, int] = field(default_factory=dict, repr=False)
     _row_of_key: dict[int, int] = field(default_factory=dict, repr=False)
     _vectors: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def bundle_id(self) -> str:
         return self.manifest.bundle_id
+
+    @property
+    def row_of_chunk(self) -> dict[str, int]:
+        """Row in the chunk arrays of each chunk id."""
+        if not self._row_of_chunk:
+            self._row_of_chunk = {c: i for i, c in enumerate(self.chunk_ids)}
+        return self._row_of_chunk
 
     def row_of_key(self, key: int) -> int:
         """Row in the chunk arrays for a USearch key."""
@@ -171,6 +181,7 @@ def open_bundle(path: str, *, verify: bool = True, model: Any = None) -> LoadedB
     index = Index.restore(os.path.join(path, CHUNK_INDEX), view=True)
     if index is None:
         raise BundleError(f"cannot read the vector index of bundle {manifest.bundle_id}")
+    index.expansion_search = SEARCH_EXPANSION  # type: ignore[misc]  # settable at run time
     lexical = None
     if os.path.isdir(os.path.join(path, LEXICAL_DIR)):
         lexical = LexicalIndex.open(
@@ -192,6 +203,7 @@ def open_bundle(path: str, *, verify: bool = True, model: Any = None) -> LoadedB
         model=model,
         lexical=lexical,
         heading_paths=chunks.column("heading_path").to_pylist(),
+        knowledge=load_knowledge(path),
     )
 
 

@@ -7,6 +7,9 @@ Contract:
   which other rows happen to be candidates;
 - the lexical arm is cut at the same fixed ``depth`` as the dense arm (no cut
   that depends on pool size); the lexical weight is the only tuning knob;
+- knowledge arms (chunks reached through relation summaries, community reports
+  or graph expansion) add ``1 / (RRF_K + rank)`` each, with weight 1: they
+  propose candidates, they are not tuned;
 - reservation: the dense arm's top ``min(10, n)`` rows are reserved before any
   floor; when the final list is shorter than ``k``, reserved rows are appended
   in dense order and marked ``fallback``;
@@ -14,7 +17,7 @@ Contract:
   then chunk id (ascending).
 """
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 RRF_K = 60
@@ -40,6 +43,7 @@ class Fused(NamedTuple):
     lexical_rank: int | None
     lexical_score: float | None
     fallback: bool
+    extra_ranks: tuple[tuple[str, int], ...] = ()
 
 
 def fuse(
@@ -51,8 +55,9 @@ def fuse(
     n_eligible: int,
     lexical_weight: float = 1.0,
     min_similarity: float | None = None,
+    extra: Mapping[str, Sequence[ArmHit]] | None = None,
 ) -> list[Fused]:
-    """Fuse two ranked arms into at most ``k`` rows.
+    """Fuse the ranked arms into at most ``k`` rows.
 
     Args:
         dense: dense hits, best first, ranks 1..depth over the eligible universe.
@@ -63,6 +68,7 @@ def fuse(
         lexical_weight: weight of the lexical arm (dense weight is 1).
         min_similarity: optional admission floor on dense similarity; rows below
             it (or without a dense score) are dropped before reservation applies.
+        extra: knowledge arms by name (``relations``, ``communities``, ``graph``).
 
     Raises:
         ValueError: ``k`` < 1 or a negative lexical weight.
@@ -73,11 +79,20 @@ def fuse(
         raise ValueError(f"lexical_weight must be >= 0, got {lexical_weight}")
     by_dense = {h.row: h for h in dense}
     by_lexical = {h.row: h for h in lexical} if lexical_weight > 0 else {}
+    by_extra = {name: {h.row: h for h in hits} for name, hits in sorted((extra or {}).items())}
     fused = []
-    for row in by_dense.keys() | by_lexical.keys():
+    rows = set(by_dense) | set(by_lexical)
+    for hits in by_extra.values():
+        rows |= set(hits)
+    for row in rows:
         d, lx = by_dense.get(row), by_lexical.get(row)
-        score = (1.0 / (RRF_K + d.rank) if d else 0.0) + (
-            lexical_weight / (RRF_K + lx.rank) if lx else 0.0
+        extra_ranks = tuple(
+            (name, hits[row].rank) for name, hits in by_extra.items() if row in hits
+        )
+        score = (
+            (1.0 / (RRF_K + d.rank) if d else 0.0)
+            + (lexical_weight / (RRF_K + lx.rank) if lx else 0.0)
+            + sum(1.0 / (RRF_K + rank) for _, rank in extra_ranks)
         )
         fused.append(
             Fused(
@@ -88,6 +103,7 @@ def fuse(
                 lx.rank if lx else None,
                 lx.score if lx else None,
                 False,
+                extra_ranks,
             )
         )
     fused.sort(key=lambda f: _order(f, chunk_ids))

@@ -7,7 +7,7 @@ ranked and results are never emptied by post-filtering.
 """
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -105,6 +105,7 @@ def _evidence(bundle: LoadedBundle, rank: int, f: Fused) -> Evidence:
     start, end = int(bundle.starts[f.row]), int(bundle.ends[f.row])
     text = doc["text"][start:end]
     arms = tuple(a for a, r in (("dense", f.dense_rank), ("lexical", f.lexical_rank)) if r)
+    arms += tuple(name for name, _ in f.extra_ranks)
     return Evidence(
         rank=rank,
         score=f.score,
@@ -140,6 +141,8 @@ def retrieve(
     arms: tuple[str, ...] = ("dense", "lexical"),
     depth: int = DEFAULT_DEPTH,
     min_similarity: float | None = None,
+    vector: np.ndarray | None = None,
+    extra: Mapping[str, Sequence[ArmHit]] | None = None,
 ) -> list[Evidence]:
     """The top ``k`` chunks for ``query`` that the caller may see.
 
@@ -153,6 +156,9 @@ def retrieve(
         depth: how deep each arm ranks (at least ``k``).
         min_similarity: optional floor on dense similarity (reserved rows still
             fill the list, marked ``fallback``).
+        vector: the query's embedding, if the caller already has it.
+        extra: ranked chunk rows from knowledge surfaces (see :mod:`query.surfaces`),
+            fused with weight 1 each.
 
     Returns:
         Evidence in rank order, each quoting its document's exact span.
@@ -170,7 +176,11 @@ def retrieve(
     rows = visible_rows(bundle, access)
     n_eligible = len(bundle.chunk_ids) if rows is None else len(rows)
     depth = max(depth, k)
-    dense = dense_arm(bundle, bundle.embed(query), depth, rows) if "dense" in arms else []
+    if "dense" in arms:
+        vector = bundle.embed(query) if vector is None else vector
+        dense = dense_arm(bundle, vector, depth, rows)
+    else:
+        dense = []
     lexical = lexical_arm(bundle, query, depth, rows) if "lexical" in arms else []
     fused = fuse(
         dense,
@@ -180,5 +190,6 @@ def retrieve(
         n_eligible=n_eligible,
         lexical_weight=lexical_weight if "dense" in arms else max(lexical_weight, 1.0),
         min_similarity=min_similarity,
+        extra=extra,
     )
     return [_evidence(bundle, rank, f) for rank, f in enumerate(fused, start=1)]

@@ -7,6 +7,7 @@ Operations: ``lookup`` (exact/local), ``synthesis`` (across sources),
 """
 
 import re
+from collections.abc import Callable
 from typing import NamedTuple
 
 from query.anchors import find_anchors
@@ -43,7 +44,10 @@ _RULES: tuple[tuple[str, str, re.Pattern[str]], ...] = (
 _OUT_OF_SCOPE = re.compile(r"^\s*(hi|hello|hey|thanks|thank you|bye|ok|okay)\W*$", re.I)
 _CONTENT_WORD = re.compile(r"[A-Za-z0-9]{3,}")
 
-KNOWLEDGE_SURFACES = {"synthesis": ("communities", "relations"), "comparison": ("relations",)}
+KNOWLEDGE_SURFACES = {
+    "synthesis": ("communities", "relations"),
+    "comparison": ("relations", "graph"),
+}
 
 
 class Route(NamedTuple):
@@ -55,12 +59,20 @@ class Route(NamedTuple):
     reasons: tuple[str, ...]
 
 
-def route(query: str, *, available: frozenset[str] = frozenset({"dense", "lexical"})) -> Route:
+def route(
+    query: str,
+    *,
+    available: frozenset[str] = frozenset({"dense", "lexical"}),
+    known_entities: Callable[[str], list[str]] | None = None,
+) -> Route:
     """Classify ``query`` and choose the surfaces that serve it.
 
     Args:
         query: the user's query.
-        available: surfaces the bundle has (chunks are always ``dense``/``lexical``).
+        available: surfaces the bundle has (chunks are always ``dense``/``lexical``;
+            ``relations``, ``communities`` and ``graph`` come with a knowledge layer).
+        known_entities: anchor -> canonical entity names, when the bundle has entities;
+            matches are reported among the reasons.
     """
     reasons: list[str] = []
     anchors = tuple(find_anchors(query))
@@ -78,6 +90,11 @@ def route(query: str, *, available: frozenset[str] = frozenset({"dense", "lexica
         reasons.append(f"names specific anchors: {', '.join(anchors)}")
     if operation == "lookup":
         reasons.append("no comparative, synthesis, temporal or anchor cue: local lookup")
+    if known_entities is not None:
+        for anchor in anchors:
+            names = known_entities(anchor)
+            if names:
+                reasons.append(f"anchor {anchor!r} is the canonical entity {names[0]!r}")
     surfaces: list[str] = [s for s in ("dense", "lexical") if s in available]
     for extra in KNOWLEDGE_SURFACES.get(operation, ()):
         if extra in available:

@@ -4,6 +4,20 @@ Every element that crosses a transform is a NamedTuple defined here, and every
 Parquet table is written with the explicit pyarrow schema defined beside it.
 """
 
+from schemas.knowledge import (
+    COMMUNITY_SCHEMA,
+    ENTITY_SCHEMA,
+    MENTION_SCHEMA,
+    RELATION_SCHEMA,
+    STATEMENT_SCHEMA,
+    Community,
+    Entity,
+    Mention,
+    Relation,
+    Statement,
+    stable_id,
+    with_vectors,
+)
 from schemas.records import (
     CHUNK_SCHEMA,
     DEAD_LETTER_SCHEMA,
@@ -22,16 +36,28 @@ from schemas.records import (
 
 __all__ = [
     "CHUNK_SCHEMA",
+    "COMMUNITY_SCHEMA",
     "DEAD_LETTER_SCHEMA",
     "DOCUMENT_SCHEMA",
+    "ENTITY_SCHEMA",
+    "MENTION_SCHEMA",
+    "RELATION_SCHEMA",
+    "STATEMENT_SCHEMA",
     "Chunk",
+    "Community",
     "DeadLetter",
     "Document",
     "EmbeddedChunk",
+    "Entity",
+    "Mention",
+    "Relation",
+    "Statement",
     "ann_key",
     "chunk_id",
     "chunk_table_schema",
     "normalize_text",
     "register_coders",
     "revision_of",
+    "stable_id",
+    "with_vectors",
 ]

@@ -152,5 +152,7 @@ def register_coders() -> None:
     """Register Beam ``RowCoder`` for every record type (call before building)."""
     from apache_beam import coders
 
-    for record in (Document, Chunk, EmbeddedChunk, DeadLetter):
+    from schemas.knowledge import KNOWLEDGE_RECORDS
+
+    for record in (Document, Chunk, EmbeddedChunk, DeadLetter, *KNOWLEDGE_RECORDS):
         coders.registry.register_coder(record, coders.RowCoder)

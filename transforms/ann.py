@@ -1,6 +1,8 @@
-"""ANN index: unit-norm chunk vectors -> one USearch HNSW file (cosine metric).
+"""ANN index: unit-norm vectors of one surface -> one USearch HNSW file (cosine metric).
 
-Keys are the first 64 bits of each chunk id; a collision fails the build.
+Works for every surface: chunks (``EmbeddedChunk``), relation summaries and
+community reports (``(id, vector)`` pairs). Keys are the first 64 bits of each
+row id; a collision fails the build.
 Vectors are added in key order on one thread so the file is reproducible.
 """
 
@@ -17,7 +19,7 @@ import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
 from evidex.config import AnnConfig
-from schemas import ann_key
+from schemas import EmbeddedChunk, ann_key
 
 logger = logging.getLogger(__name__)
 
@@ -43,18 +45,29 @@ def build_index(keys: np.ndarray, vectors: np.ndarray, *, config: AnnConfig) -> 
     return index
 
 
+def _id_and_vector(item: Any) -> tuple[str, Sequence[float]]:
+    # Duck-typed: across a process boundary a RowCoder may hand back an equivalent
+    # generated row class rather than EmbeddedChunk itself.
+    if isinstance(item, EmbeddedChunk) or hasattr(item, "chunk"):
+        return item.chunk.chunk_id, item.embedding
+    row_id, vector = item
+    return str(row_id), vector
+
+
 def keys_and_vectors(embedded: Sequence[Any], dimension: int) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted uint64 keys and their vectors.
+    """Sorted uint64 keys and their vectors, from ``EmbeddedChunk`` or ``(id, vector)`` items.
 
     Raises:
-        AnnKeyCollisionError: two different chunk ids map to the same key.
+        AnnKeyCollisionError: two different row ids map to the same key.
     """
-    pairs = sorted((ann_key(e.chunk.chunk_id), e.chunk.chunk_id, e) for e in embedded)
+    pairs = sorted(
+        (ann_key(row_id), row_id, vector) for row_id, vector in map(_id_and_vector, embedded)
+    )
     for (k1, id1, _), (k2, id2, _) in itertools.pairwise(pairs):
         if k1 == k2 and id1 != id2:
-            raise AnnKeyCollisionError(f"ANN key collision between chunks {id1} and {id2}")
+            raise AnnKeyCollisionError(f"ANN key collision between rows {id1} and {id2}")
     keys = np.array([k for k, _, _ in pairs], dtype=np.uint64)
-    vectors = np.array([e.embedding for _, _, e in pairs], dtype=np.float32)
+    vectors = np.array([v for _, _, v in pairs], dtype=np.float32)
     return keys, vectors.reshape(len(pairs), dimension)
 
 
@@ -77,7 +90,7 @@ class _BuildIndexFn(beam.DoFn):
 
 
 class BuildAnnIndex(beam.PTransform):
-    """``PCollection[EmbeddedChunk]`` -> a USearch file at ``path`` (global step).
+    """``PCollection[EmbeddedChunk | (id, vector)]`` -> a USearch file at ``path`` (global step).
 
     Example:
         >>> embedded | BuildAnnIndex(path, dimension=384, config=AnnConfig())

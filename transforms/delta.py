@@ -111,3 +111,31 @@ def reusable_parent(parent_manifest: Any, *, config: Any, model: Any) -> bool:
         and parent_manifest.config.get("embed", {}).get("model") == config.embed.model
     )
     return bool(same_chunking and same_model)
+
+
+def _known_vector(row: dict[str, Any], *, text_column: str) -> Iterator[tuple[str, list[float]]]:
+    from transforms.embed import text_key
+
+    if row.get("embedding") is not None:
+        yield text_key(row[text_column]), [float(x) for x in row["embedding"]]
+
+
+class ReadKnownVectors(beam.PTransform):
+    """A parent table's embedded texts -> ``PCollection[(text_key, vector)]`` to reuse.
+
+    Example:
+        >>> known = p | ReadKnownVectors(parent_relations_path, text_column="summary")
+    """
+
+    def __init__(self, path: str, *, text_column: str) -> None:
+        super().__init__()
+        self._path = path
+        self._text_column = text_column
+
+    def expand(self, pipeline: beam.pvalue.PBegin) -> beam.PCollection:
+        return (
+            pipeline
+            | "ReadParentTable"
+            >> beam.io.ReadFromParquet(self._path, columns=[self._text_column, "embedding"])
+            | "KnownVectors" >> beam.FlatMap(_known_vector, text_column=self._text_column)
+        )

@@ -53,14 +53,14 @@ class SentenceTransformerHandler(ModelHandler[tuple[str, str], PredictionResult,
         batch_size: texts per forward pass inside ``encode``.
     """
 
-    def __init__(self, *, model: str, batch_size: int = 64) -> None:
+    def __init__(self, *, model: str, batch_size: int = 64, counter: str = "texts_embedded"):
         if batch_size <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         super().__init__(min_batch_size=1, max_batch_size=batch_size)
         self._model = str(model)
         self._batch_size = batch_size
         self._progress = Progress(logger, "embedded", "texts", every=256)
-        self._embedded = Metrics.counter(STAGE, "texts_embedded")
+        self._embedded = Metrics.counter(STAGE, counter)
 
     def load_model(self) -> Any:
         from evidex.models import load_sentence_transformer
@@ -142,6 +142,85 @@ def _failed_inference(failure: Any) -> Iterator[tuple[str, tuple[str, str]]]:
         yield key, (error_type, message[:500])
 
 
+def _split_known(item: tuple[str, dict[str, list[Any]]]) -> Iterator[Any]:
+    """A distinct text with a vector already known is not embedded again."""
+    key, grouped = item
+    if not grouped["texts"]:
+        return
+    if grouped["known"]:
+        yield beam.pvalue.TaggedOutput("known", (key, list(grouped["known"][0])))
+    else:
+        yield key, grouped["texts"][0]
+
+
+class EmbedTexts(beam.PTransform):
+    """``PCollection[str]`` -> ``{good: (text_key, vector), bad: (text_key, (type, message))}``.
+
+    Each distinct text is embedded once; texts whose vector is in ``known``
+    (``(text_key, vector)`` pairs, e.g. read back from a parent bundle) are not
+    embedded at all.
+
+    Example:
+        >>> vectors = summaries | EmbedTexts(model=path)
+
+    Args:
+        model: sentence-transformers name or local path.
+        batch_size: texts per encode call.
+        known: optional ``PCollection[(text_key, vector)]`` of reusable vectors.
+        counter: name of the Beam counter of texts actually embedded.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        batch_size: int = 64,
+        known: beam.PCollection | None = None,
+        counter: str = "texts_embedded",
+    ) -> None:
+        super().__init__()
+        if batch_size <= 0:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        self._batch_size = batch_size
+        self._known = known
+        self._handler = SentenceTransformerHandler(
+            model=model, batch_size=batch_size, counter=counter
+        ).with_no_batching()
+
+    def expand(self, texts: beam.PCollection) -> Any:
+        pairs = (
+            texts
+            | "KeyTexts" >> beam.Map(lambda t: (text_key(t), t))
+            | "DistinctTexts" >> beam.Distinct()
+        )
+        reused = None
+        if self._known is not None:
+            split = (
+                {"texts": pairs, "known": self._known}
+                | "JoinKnown" >> beam.CoGroupByKey()
+                | "SplitKnown" >> beam.FlatMap(_split_known).with_outputs("known", main="new")
+            )
+            pairs, reused = split["new"], split["known"]
+        batch_size = self._batch_size
+        batches = (
+            pairs
+            | "KeyByLength" >> beam.Map(lambda kv: (length_bucket(kv[1]), kv))
+            | "GroupByLength" >> beam.GroupByKey()
+            | "FixedBatches" >> beam.FlatMap(fixed_batches, batch_size=batch_size)
+            | "SpreadBatches" >> beam.Reshuffle()
+        )
+        inferred, dlq = (
+            batches | "EmbedTexts" >> RunInference(self._handler).with_exception_handling()
+        )
+        vectors = inferred | "ToVector" >> beam.Map(
+            lambda r: (r.example, np.asarray(r.inference, dtype=np.float32).tolist())
+        )
+        if reused is not None:
+            vectors = (vectors, reused) | "WithKnown" >> beam.Flatten()
+        errors = dlq.failed_inferences | "KeyFailures" >> beam.FlatMap(_failed_inference)
+        return {GOOD: vectors, BAD: errors}
+
+
 class EmbedChunks(beam.PTransform):
     """``PCollection[Chunk]`` -> ``{good: EmbeddedChunk, bad: DeadLetter}``.
 
@@ -158,34 +237,17 @@ class EmbedChunks(beam.PTransform):
         if batch_size <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         self._batch_size = batch_size
-        self._handler = SentenceTransformerHandler(
-            model=model, batch_size=batch_size
-        ).with_no_batching()
+        self._model = str(model)
 
     def expand(self, chunks: beam.PCollection) -> Any:
         keyed = chunks | "KeyByText" >> beam.Map(lambda c: (text_key(c.text), c))
-        texts = (
-            keyed
-            | "TextOnly" >> beam.Map(lambda kv: (kv[0], kv[1].text))
-            | "DistinctTexts" >> beam.Distinct()
+        embedded = (
+            chunks
+            | "ChunkTexts" >> beam.Map(lambda c: c.text)
+            | "Embed" >> EmbedTexts(model=self._model, batch_size=self._batch_size)
         )
-        batch_size = self._batch_size
-        batches = (
-            texts
-            | "KeyByLength" >> beam.Map(lambda kv: (length_bucket(kv[1]), kv))
-            | "GroupByLength" >> beam.GroupByKey()
-            | "FixedBatches" >> beam.FlatMap(fixed_batches, batch_size=batch_size)
-            | "SpreadBatches" >> beam.Reshuffle()
-        )
-        inferred, dlq = (
-            batches | "EmbedTexts" >> RunInference(self._handler).with_exception_handling()
-        )
-        vectors = inferred | "ToVector" >> beam.Map(
-            lambda r: (r.example, np.asarray(r.inference, dtype=np.float32).tolist())
-        )
-        errors = dlq.failed_inferences | "KeyFailures" >> beam.FlatMap(_failed_inference)
         joined = (
-            {"chunks": keyed, "vectors": vectors, "errors": errors}
+            {"chunks": keyed, "vectors": embedded[GOOD], "errors": embedded[BAD]}
             | "JoinVectors" >> beam.CoGroupByKey()
             | "AttachVectors" >> beam.FlatMap(_join).with_outputs(BAD, main=GOOD)
         )

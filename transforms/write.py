@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
-from schemas import ann_key, chunk_table_schema
+from schemas import ann_key, chunk_table_schema, with_vectors
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +43,26 @@ def chunk_rows_table(embedded: Sequence[Any], dimension: int) -> pa.Table:
     flat = pa.array([x for e in embedded for x in e.embedding], type=pa.float32())
     vectors = pa.FixedSizeListArray.from_arrays(flat, dimension)
     return pa.Table.from_arrays([*base.columns, keys, vectors], schema=schema)
+
+
+def vector_rows_table(
+    pairs: Sequence[tuple[Any, Sequence[float] | None]],
+    schema: pa.Schema,
+    dimension: int,
+    *,
+    row_id: Callable[[Any], str],
+) -> pa.Table:
+    """``(record, vector or None)`` pairs -> ``schema`` + ``ann_key`` + nullable ``embedding``."""
+    full = with_vectors(schema)
+    base = records_table([record for record, _ in pairs], schema)
+    keys = pa.array([ann_key(row_id(record)) for record, _ in pairs], type=pa.uint64())
+    for record, vector in pairs:
+        if vector is not None and len(vector) != dimension:
+            raise ValueError(f"{row_id(record)}: vector of {len(vector)} values, want {dimension}")
+    vectors = pa.array(
+        [list(v) if v is not None else None for _, v in pairs], type=full.field("embedding").type
+    )
+    return pa.Table.from_arrays([*base.columns, keys, vectors], schema=full)
 
 
 class _WriteTableFn(beam.DoFn):

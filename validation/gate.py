@@ -18,8 +18,14 @@ from pydantic import BaseModel, ConfigDict
 from evidex.bundles import (
     CHUNK_INDEX,
     CHUNKS,
+    COMMUNITIES,
+    COMMUNITY_INDEX,
     DOCUMENTS,
+    ENTITIES,
     FAILURES_DIR,
+    MENTIONS,
+    RELATION_INDEX,
+    RELATIONS,
     VALIDATION_REPORT,
     BundleError,
     manifest_sha256,
@@ -27,9 +33,9 @@ from evidex.bundles import (
     verify_files,
     verify_index_headers,
 )
-from evidex.config import ACCESS_CLASSES, SOURCE_ROLES
+from evidex.config import ACCESS_CLASSES, SEARCH_EXPANSION, SOURCE_ROLES
 from evidex.regression import RegressionCase
-from validation import frames, suites
+from validation import frames, knowledge, suites
 
 logger = logging.getLogger(__name__)
 
@@ -113,6 +119,7 @@ def ann_checks(
     index = Index.restore(index_path, view=True)
     if index is None:
         return [CheckResult(name="ann.readable", table="ann", success=False)]
+    index.expansion_search = SEARCH_EXPANSION  # type: ignore[misc]  # as readers do
     checks = [
         CheckResult(
             name="ann.vector_count_equals_rows",
@@ -133,7 +140,7 @@ def ann_checks(
     picked = np.sort(rng.choice(len(keys), size=min(sample, len(keys)), replace=False))
     depth = min(k, len(keys))
     exact = np.argsort(-(vectors[picked] @ vectors.T), axis=1, kind="stable")[:, :depth]
-    found = index.search(vectors[picked], depth).keys
+    found = np.asarray(index.search(vectors[picked], depth).keys).reshape(len(picked), depth)
     recalls = [
         len(set(keys[row].tolist()) & set(found[i].tolist())) / depth for i, row in enumerate(exact)
     ]
@@ -259,4 +266,43 @@ def _table_checks(
         checks += _run_suite(context, suites.failures_suite(stage), frame, f"failures_{stage}")
     keys, vectors = frames.chunk_vectors(os.path.join(path, CHUNKS))
     checks += ann_checks(os.path.join(path, CHUNK_INDEX), keys, vectors)
+    if os.path.exists(os.path.join(path, ENTITIES)):
+        checks += _knowledge_checks(context, path, docs, chunks, dimension)
+    return checks
+
+
+def _knowledge_checks(
+    context: Any, path: str, docs: pd.DataFrame, chunks: pd.DataFrame, dimension: int
+) -> list[CheckResult]:
+    join = os.path.join
+    chunk_ids = set(chunks["chunk_id"])
+    entities = knowledge.entities_frame(join(path, ENTITIES), chunk_ids)
+    entity_ids = set(entities["entity_id"])
+    relations = knowledge.relations_frame(
+        join(path, RELATIONS), docs, chunk_ids, entity_ids, dimension
+    )
+    checks = _run_suite(context, knowledge.entities_suite(), entities, "entities")
+    checks += _run_suite(
+        context,
+        knowledge.mentions_suite(),
+        knowledge.mentions_frame(join(path, MENTIONS), docs, chunks, entity_ids),
+        "mentions",
+    )
+    checks += _run_suite(context, knowledge.relations_suite(), relations, "relations")
+    checks += _run_suite(
+        context,
+        knowledge.communities_suite(),
+        knowledge.communities_frame(
+            join(path, COMMUNITIES), chunk_ids, entity_ids, set(relations["relation_id"]), dimension
+        ),
+        "communities",
+    )
+    for table, index in ((RELATIONS, RELATION_INDEX), (COMMUNITIES, COMMUNITY_INDEX)):
+        keys, vectors = knowledge.surface_vectors(join(path, table))
+        if len(keys):
+            surface = [
+                c.model_copy(update={"name": c.name.replace("ann.", f"ann.{table.split('.')[0]}.")})
+                for c in ann_checks(join(path, index), keys, vectors)
+            ]
+            checks += surface
     return checks

@@ -92,7 +92,7 @@ def test_eval_command_end_to_end_and_reuse(beir_dir, tmp_path, capsys):
     report = json.loads(capsys.readouterr().out)
     arms = report["arms"]
     assert set(arms) == {"dense", "lexical", "fusion_w1.0", "fusion_w0.1", "router", "router+graph"}
-    for name in ("dense", "fusion_w1.0", "router"):
+    for name in ("dense", "fusion_w1.0", "router", "router+graph"):
         assert arms[name]["ndcg@10"] >= 0.9, (name, arms[name])
         assert arms[name]["p95_ms"] > 0
     assert "all_supporting@5" in arms["dense"]

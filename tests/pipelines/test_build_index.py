@@ -16,7 +16,18 @@ def test_build_writes_a_complete_checksummed_bundle(built_root):
     verify_files(path, manifest)
     assert manifest.row_counts["documents"] == 7  # five files + two JSONL records
     assert manifest.row_counts["chunks"] >= 7
-    assert manifest.dead_letter_counts == {"chunk": 0, "embed": 0, "ingest": 0}
+    assert manifest.dead_letter_counts == {
+        "chunk": 0,
+        "embed": 0,
+        "ingest": 0,
+        "extract": 0,
+        "embed_knowledge": 0,
+    }
+    assert manifest.row_counts["mentions"] > 0 and manifest.row_counts["entities"] > 0
+    assert manifest.row_counts["relations"] > 0
+    assert {"relations.usearch", "communities.usearch", "communities.parquet"} <= set(
+        manifest.files
+    )
     assert {
         "documents.parquet",
         "chunks.parquet",

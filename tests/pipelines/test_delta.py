@@ -20,9 +20,11 @@ def test_rebuilding_unchanged_input_embeds_nothing_and_changes_are_exact(
     same = run(["--input", str(tiny_corpus), "--root", str(root)], bundle_id="same")
     delta = same.manifest.delta
     assert delta["parent"] == "b1" and delta["texts_embedded"] == 0
+    assert delta["knowledge_texts_embedded"] == 0  # summaries and reports reused too
     assert (delta["new"], delta["changed"], delta["deleted"]) == (0, 0, 0)
     assert delta["unchanged"] == 7 and delta["chunks_reused"] == same.manifest.row_counts["chunks"]
-    for name in ("documents.parquet", "chunks.parquet", "chunks.usearch"):
+    knowledge = [f"{t}.parquet" for t in ("mentions", "entities", "relations", "communities")]
+    for name in ["documents.parquet", "chunks.parquet", "chunks.usearch", *knowledge]:
         assert sha256_file(os.path.join(bundle_path(str(root), "b1"), name)) == sha256_file(
             os.path.join(same.path, name)
         )

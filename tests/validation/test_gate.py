@@ -99,3 +99,21 @@ def test_undeclared_roles_and_reversed_validity_fail(fresh_root):
         "documents.expect_column_pair_values_a_to_be_greater_than_b(valid_to,valid_from)",
         "documents.expect_column_values_to_be_in_set(source_role)",
     }
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_ann_qualification_handles_tiny_indexes(tmp_path, n):
+    """A one-document bundle has one vector: search returns 1-D keys, which must still score."""
+    import numpy as np
+
+    from evidex.config import AnnConfig
+    from transforms.ann import build_index
+    from validation.gate import ann_checks
+
+    vectors = np.random.default_rng(n).normal(size=(n, 8)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    keys = np.arange(1, n + 1, dtype=np.uint64)
+    path = str(tmp_path / "tiny.usearch")
+    build_index(keys, vectors, config=AnnConfig()).save(path)
+    checks = {c.name: c for c in ann_checks(path, keys, vectors)}
+    assert checks[f"ann.mean_recall@{n}"].success and checks[f"ann.mean_recall@{n}"].observed == 1.0

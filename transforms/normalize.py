@@ -1,0 +1,115 @@
+"""Surface-form normalization for entity mentions (pure functions, no models).
+
+Contract: ``normalize_surface`` maps spelling variants of one name to one key —
+case, NFKC width/compatibility forms, whitespace, hyphens and most punctuation,
+possessives, leading articles, Greek letters spelled out, standalone Roman
+numerals II-X as digits, and the plural of the last word — while keeping every
+character that distinguishes one thing from another (digits, letters, words).
+"""
+
+import re
+import unicodedata
+
+_GREEK = {
+    "α": "alpha",
+    "β": "beta",
+    "γ": "gamma",
+    "δ": "delta",
+    "ε": "epsilon",
+    "κ": "kappa",
+    "λ": "lambda",
+    "μ": "mu",
+    "σ": "sigma",
+    "τ": "tau",
+    "ω": "omega",
+}
+_ROMAN = {"ii": "2", "iii": "3", "iv": "4", "v": "5", "vi": "6", "vii": "7", "viii": "8"}
+_ARTICLES = frozenset({"the", "a", "an", "this", "that", "these", "those", "its", "their"})
+_IRREGULAR = {
+    "mice": "mouse",
+    "men": "man",
+    "women": "woman",
+    "children": "child",
+    "feet": "foot",
+    "teeth": "tooth",
+    "people": "person",
+    "data": "data",
+    "criteria": "criterion",
+    "phenomena": "phenomenon",
+    "analyses": "analysis",
+    "diagnoses": "diagnosis",
+    "metastases": "metastasis",
+}
+_INVARIANT = frozenset({"diabetes", "series", "species", "news", "means", "herpes", "rabies"})
+_KEEP_S = ("ss", "us", "is", "ous", "sis", "xis")
+_PUNCT = re.compile(r"[^\w\s+]")
+_SPACE = re.compile(r"\s+")
+
+
+def singular(word: str) -> str:
+    """English singular of a lowercase word (rules plus a few irregulars).
+
+    Words with digits, of four letters or fewer, or ending in -ss/-us/-is are kept.
+    """
+    if word in _IRREGULAR:
+        return _IRREGULAR[word]
+    if word in _INVARIANT:
+        return word
+    if len(word) <= 4 or not word.isalpha() or word.endswith(_KEEP_S):
+        return word
+    if word.endswith("ies"):
+        return word[:-3] + "y"
+    if word.endswith(("ches", "shes", "xes", "sses")):
+        return word[:-2]
+    if word.endswith("s"):
+        return word[:-1]
+    return word
+
+
+def normalize_surface(surface: str) -> str:
+    """Normalized key of a mention's surface form; ``""`` when nothing is left.
+
+    Example:
+        >>> normalize_surface("The TNF-α's receptors")
+        'tnf alpha receptor'
+    """
+    text = unicodedata.normalize("NFKC", surface)
+    text = "".join(_GREEK.get(ch, ch) for ch in text.casefold())
+    text = re.sub(r"['’](s)?\b", " ", text)  # possessives: X's, Xs'
+    text = _PUNCT.sub(" ", text.replace("_", " "))
+    words = _SPACE.sub(" ", text).strip().split(" ")
+    while words and words[0] in _ARTICLES:
+        words = words[1:]
+    words = [_ROMAN.get(w, w) if i else w for i, w in enumerate(words)]
+    if words and words[-1]:
+        words[-1] = singular(words[-1])
+    return " ".join(w for w in words if w)
+
+
+def squashed(norm: str) -> str:
+    """A normalized key without spaces: ``"micro rna"`` and ``"microrna"`` meet."""
+    return norm.replace(" ", "")
+
+
+def initials(norm: str) -> str:
+    """First letters of a multi-word normalized name (``"body mass index"`` -> ``"bmi"``)."""
+    words = [w for w in norm.split(" ") if w not in {"of", "and", "the", "for", "in", "to"}]
+    return "".join(w[0] for w in words) if len(words) >= 2 else ""
+
+
+def is_acronym(surface: str) -> bool:
+    """A short form: 2-10 characters, no spaces, at least two capitals, e.g. ``UPI``, ``IL-6``."""
+    text = surface.strip()
+    return (
+        2 <= len(text) <= 10
+        and " " not in text
+        and sum(ch.isupper() for ch in text) >= 2
+        and text[0].isalnum()
+    )
+
+
+def distinguishing_tokens(norm: str) -> frozenset[str]:
+    """Tokens that name *which* thing: numbers, letters-with-digits and single letters."""
+    return frozenset(
+        w for w in norm.split(" ") if any(ch.isdigit() for ch in w) or (len(w) == 1 and w.isalpha())
+    )
