@@ -253,9 +253,15 @@ def cmd_status(args: argparse.Namespace) -> int:
     lines = [f"root:   {root}", f"active: {active or '(none)'}", "bundles:"]
     for s in summaries:
         mark = "*" if s["bundle_id"] == active else " "
+        counts = s["row_counts"]
+        knowledge = "".join(
+            f"{counts[name]} {name}  "
+            for name in ("entities", "relations", "communities")
+            if name in counts
+        )
         lines.append(
-            f" {mark} {s['bundle_id']}  {s['row_counts'].get('documents', 0)} docs  "
-            f"{s['row_counts'].get('chunks', 0)} chunks  validation: {s['validation']}"
+            f" {mark} {s['bundle_id']}  {counts.get('documents', 0)} docs  "
+            f"{counts.get('chunks', 0)} chunks  {knowledge}validation: {s['validation']}"
         )
     if not summaries:
         lines.append("   (none)")
@@ -301,11 +307,26 @@ def format_answer(result: Any, *, explain: bool) -> str:
             lines.append(
                 f"  #{e.rank} {e.chunk_id[:12]} dense rank {e.dense_rank} "
                 f"(cos {e.dense_score}), lexical rank {e.lexical_rank} "
-                f"(bm25 {e.lexical_score}), fallback {e.fallback}"
+                f"(bm25 {e.lexical_score}), arms {', '.join(e.arms)}, fallback {e.fallback}"
             )
         for e, why in result.admission.rejected:
             lines.append(f"  rejected {e.doc_id} [{e.start}:{e.end}): {why.code}: {why.detail}")
+        lines += _format_knowledge(result)
     return "\n".join(lines)
+
+
+def _format_knowledge(result: Any) -> list[str]:
+    lines = []
+    for d in getattr(result, "knowledge", ()):
+        lines.append(f"  {d.kind}: {d.text[:90]}  ({len(d.chunk_ids)} chunk(s), score {d.score})")
+    expansion = getattr(result, "expansion", None)
+    if expansion is not None:
+        state = "blocked" if expansion.blocked else f"{len(expansion.relations)} relation(s)"
+        lines.append(
+            f"  graph expansion: {state}; resolved {expansion.resolved}; "
+            f"unresolved {list(expansion.unresolved)}"
+        )
+    return lines
 
 
 def cmd_query(args: argparse.Namespace) -> int:
@@ -357,6 +378,20 @@ def cmd_eval(args: argparse.Namespace, beam_args: list[str]) -> int:
     return 0
 
 
+def cmd_stream(args: argparse.Namespace, build_args: list[str]) -> int:
+    from pipelines.stream import run
+
+    argv = ["--input", args.input, "--window", args.window, "--engine", args.engine]
+    if args.root:
+        argv += ["--root", args.root]
+    if args.poll:
+        argv += ["--poll", args.poll]
+    if args.stop_after:
+        argv += ["--stop_after", args.stop_after]
+    run(argv + build_args)
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -379,6 +414,27 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-q", "--quiet", action="store_true", help="hide progress lines")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_build(sub)
+    p = sub.add_parser(
+        "stream",
+        help="watch an input and publish a validated delta bundle per window",
+        description="Watch INPUT with Beam's continuous file matching; for each window in "
+        "which files are present, build a delta bundle of the input's current state "
+        "(new/changed documents processed, unchanged reused, vanished ones deleted), "
+        "validate it and activate it only if it passes. Prints one line per window. Any "
+        "other option is passed to each window's build (e.g. --knowledge=false).",
+    )
+    p.add_argument("--input", required=True, help="directory, file or glob to watch")
+    p.add_argument("--window", default="5m", help="window length, e.g. 30s, 5m (default 5m)")
+    p.add_argument("--poll", default=None, help="listing interval (default: window / 5)")
+    p.add_argument("--stop-after", dest="stop_after", default=None, help="stop after, e.g. 1h")
+    p.add_argument(
+        "--engine",
+        choices=("loop", "beam"),
+        default="loop",
+        help="loop (default): a local timer runs one refresh per window; beam: the streaming "
+        "Beam pipeline (MatchContinuously + windows) for Dataflow or Flink",
+    )
+    _root_arg(p)
     p = sub.add_parser(
         "validate",
         help="run the validation gate on a bundle",
@@ -617,7 +673,7 @@ def _add_query(sub: Any) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
-    if extra and args.command not in ("build", "eval"):
+    if extra and args.command not in ("build", "eval", "stream"):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     _configure_logging(args.verbose, args.quiet or getattr(args, "json", False))
     handlers = {
@@ -635,6 +691,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_build(args, extra)
         if args.command == "eval":
             return cmd_eval(args, extra)
+        if args.command == "stream":
+            return cmd_stream(args, extra)
         return handlers[args.command](args)
     except KeyboardInterrupt:
         print("evidex: interrupted", file=sys.stderr)

@@ -52,6 +52,10 @@ def test_validate_activate_status_query_and_rollback(fresh_root, capsys):
     assert main(["status", "--root", root, "--json"]) == 0
     status = json.loads(capsys.readouterr().out)
     assert status["active"] == "b1" and status["bundles"][0]["validation"] == "passed"
+    counts = status["bundles"][0]["row_counts"]
+    assert counts["entities"] > 0 and counts["relations"] > 0 and "communities" in counts
+    assert main(["status", "--root", root]) == 0
+    assert f"{counts['entities']} entities" in capsys.readouterr().out
     assert main(["query", "How is green tea made?", "--root", root, "--k", "2", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["evidence"][0]["doc_id"] == "tea.md"

@@ -1,0 +1,139 @@
+"""One refresh of a bundle root from its input: delta build -> validate -> activate.
+
+Shared by ``evidex stream`` (once per window) and scheduled runs. The input's
+current state is what gets built: new and changed documents are processed,
+unchanged ones reuse the active bundle's rows and vectors, files that are gone
+are gone. A refresh whose build or validation fails leaves ``ACTIVE`` as it was,
+and the same documents are tried again next time (nothing is marked done until
+a bundle holding them is active).
+
+State: ``<root>/stream_state.json`` keeps the fingerprint of the input listing
+(path, size, modification time) behind the active bundle, so an unchanged input
+costs one listing, not a build. It is written atomically after activation.
+"""
+
+import hashlib
+import json
+import logging
+import os
+import time
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from evidex.bundles import resolve_root
+
+logger = logging.getLogger(__name__)
+
+STATE_FILE = "stream_state.json"
+
+
+class RefreshResult(NamedTuple):
+    """What one refresh did (``status`` is unchanged, activated, refused or failed)."""
+
+    status: str
+    bundle_id: str | None
+    seen: int
+    new: int
+    changed: int
+    deleted: int
+    chunks_embedded: int
+    reason: str
+    seconds: float
+
+    def line(self) -> str:
+        """The progress line printed per window."""
+        return (
+            f"{self.status}: {self.seen} seen, {self.new} new, {self.changed} changed, "
+            f"{self.deleted} deleted, {self.chunks_embedded} chunks embedded"
+            + (f", bundle {self.bundle_id}" if self.bundle_id else "")
+            + (f" ({self.reason})" if self.reason else "")
+            + f" in {self.seconds:.1f}s"
+        )
+
+
+def listing_fingerprint(pattern: str) -> tuple[str, int]:
+    """sha256 over the sorted (path, size, mtime) of every file matching ``pattern``."""
+    from apache_beam.io.filesystems import FileSystems
+
+    from transforms.ingest import pattern_and_root
+
+    glob, _ = pattern_and_root(pattern)
+    metadata = FileSystems.match([glob])[0].metadata_list
+    rows = sorted((m.path, m.size_in_bytes, round(m.last_updated_in_seconds, 3)) for m in metadata)
+    digest = hashlib.sha256(json.dumps(rows).encode("utf-8")).hexdigest()
+    return digest, len(rows)
+
+
+def read_state(root: str) -> dict[str, Any]:
+    path = os.path.join(root, STATE_FILE)
+    if not os.path.exists(path):
+        return {}
+    with open(path, encoding="utf-8") as handle:
+        return dict(json.load(handle))
+
+
+def write_state(root: str, state: dict[str, Any]) -> None:
+    """Replace the state file atomically (temp file, fsync, rename)."""
+    path = os.path.join(root, STATE_FILE)
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(state, handle, sort_keys=True)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def refresh(input_pattern: str, root: str | None, build_args: Sequence[str] = ()) -> RefreshResult:
+    """Bring the root's active bundle up to date with ``input_pattern``.
+
+    Args:
+        input_pattern: file, directory or glob (any Beam filesystem).
+        root: bundle root.
+        build_args: extra ``evidex build`` / Beam options.
+    """
+    from evidex.activation import ActivationError, activate, read_active
+    from evidex.regression import read_cases
+    from pipelines.build_index import BuildFailedError, run
+    from validation import validate_bundle
+
+    started = time.monotonic()
+    root = resolve_root(root)
+    os.makedirs(root, exist_ok=True)
+    fingerprint, seen = listing_fingerprint(input_pattern)
+    state, active = read_state(root), read_active(root)
+    if active and state.get("listing") == fingerprint and state.get("bundle_id") == active:
+        return RefreshResult("unchanged", active, seen, 0, 0, 0, 0, "", 0.0)
+    try:
+        built = run(["--input", input_pattern, "--root", root, *build_args])
+    except (BuildFailedError, OSError, RuntimeError, ValueError) as exc:
+        return RefreshResult(
+            "failed", None, seen, 0, 0, 0, 0, f"build: {exc}", time.monotonic() - started
+        )
+    delta = built.manifest.delta or {}
+    counts = (
+        delta.get("new", 0),
+        delta.get("changed", 0),
+        delta.get("deleted", 0),
+        delta.get("texts_embedded", 0),
+    )
+    report = validate_bundle(built.path, regression=read_cases(root))
+    if not report.passed:
+        failed = ", ".join(c.name for c in report.failed()[:3])
+        return RefreshResult(
+            "refused",
+            built.bundle_id,
+            seen,
+            *counts,
+            f"validation failed: {failed}",
+            time.monotonic() - started,
+        )
+    try:
+        activate(root, built.bundle_id)
+    except ActivationError as exc:
+        return RefreshResult(
+            "refused", built.bundle_id, seen, *counts, str(exc), time.monotonic() - started
+        )
+    write_state(root, {"listing": fingerprint, "bundle_id": built.bundle_id})
+    return RefreshResult(
+        "activated", built.bundle_id, seen, *counts, "", time.monotonic() - started
+    )

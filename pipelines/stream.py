@@ -1,0 +1,197 @@
+"""Streaming mode: watch an input, and per processing-time window publish a validated
+delta bundle (build -> validate -> activate), leaving ``ACTIVE`` alone on failure.
+
+Run it as ``evidex stream --input DIR --window 5m`` or ``python -m pipelines.stream``
+with ``--streaming`` on any runner. The pipeline is::
+
+    MatchContinuously(input, poll interval)      # Beam's continuous file matching
+      -> FixedWindows(window)                    # arrivals grouped per window
+      -> GroupByKey (one key)                    # one element per non-empty window
+      -> refresh(input)                          # delta build of the input's state now
+
+Each window rebuilds from the input's *current* state, so a document is never
+lost or applied twice across a crash: the active bundle always equals some past
+state of the input, and the next window catches up (see ``evidex/refresh.py``).
+Files that disappear are deletions.
+
+Engines: ``--engine beam`` runs the pipeline above (for Dataflow or Flink in
+streaming mode). Beam's Python DirectRunner runs the continuous match to its
+stop time before any window fires (its watermark does not advance while the
+source polls), and rejects processing-time triggers, so on one machine the
+default ``--engine loop`` drives the very same refresh step from a timer: one
+refresh per window, sleeping until the window ends.
+"""
+
+import argparse
+import logging
+import re
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.io import fileio
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.transforms import window
+
+from evidex.refresh import refresh
+
+logger = logging.getLogger(__name__)
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)?$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def seconds(text: str) -> float:
+    """``"5m"`` -> 300.0; ``"30s"``, ``"1.5h"``, ``"250ms"`` and plain seconds work too."""
+    match = _DURATION.match(text.strip())
+    if not match or float(match.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(f"not a positive duration: {text!r} (e.g. 30s, 5m)")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def stream_arguments() -> argparse.ArgumentParser:
+    """The stream's own options; everything else goes to Beam and to each window's build.
+
+    (Plain argparse rather than a PipelineOptions subclass: ``--input`` and ``--root``
+    would clash with the build's options, which each window parses in this process.)
+    """
+    parser = argparse.ArgumentParser(prog="python -m pipelines.stream", add_help=True)
+    parser.add_argument("--input", required=True, help="directory, file or glob to watch")
+    parser.add_argument("--root", default=None, help="bundle root (default $EVIDEX_HOME)")
+    parser.add_argument("--window", type=seconds, default=300.0, help="window, e.g. 5m")
+    parser.add_argument(
+        "--poll", type=seconds, default=None, help="listing interval (default window/5)"
+    )
+    parser.add_argument(
+        "--engine",
+        choices=("loop", "beam"),
+        default="loop",
+        help="loop: a local timer drives one refresh per window (default; the DirectRunner "
+        "cannot stream this pipeline); beam: the streaming Beam pipeline (Dataflow, Flink)",
+    )
+    parser.add_argument(
+        "--stop_after",
+        type=seconds,
+        default=None,
+        help="stop watching after this long (tests, one-off catch-up runs)",
+    )
+    return parser
+
+
+class _RefreshFn(beam.DoFn):
+    """One non-empty window -> one refresh of the bundle root, with a progress line."""
+
+    def __init__(self, *, input_pattern: str, root: str | None, build_args: list[str]) -> None:
+        self._input = input_pattern
+        self._root = root
+        self._build_args = build_args
+
+    def process(self, element: Any, win: Any = beam.DoFn.WindowParam) -> Iterator[str]:
+        # The window's listings only say "the input was seen"; the refresh re-lists the
+        # input itself, so deletions and edits late in the window are included.
+        del element
+        result = refresh(self._input, self._root, self._build_args)
+        line = f"window {win.start.to_utc_datetime():%H:%M:%S}: {result.line()}"
+        report(line)
+        yield line
+
+
+def build_pipeline(
+    pipeline: beam.Pipeline,
+    *,
+    input_pattern: str,
+    root: str | None,
+    window_seconds: float,
+    poll_seconds: float,
+    stop_after: float | None,
+    build_args: Sequence[str] = (),
+) -> beam.PCollection:
+    """Wire the streaming refresh pipeline; returns the per-window progress lines."""
+    from transforms.ingest import pattern_and_root
+
+    glob, _ = pattern_and_root(input_pattern)
+    stop = time.time() + stop_after if stop_after else None
+    match_kwargs: dict[str, Any] = {"interval": poll_seconds, "has_deduplication": False}
+    if stop is not None:
+        match_kwargs["stop_timestamp"] = stop
+    return (
+        pipeline
+        | "WatchInput" >> fileio.MatchContinuously(glob, **match_kwargs)
+        | "Window" >> beam.WindowInto(window.FixedWindows(window_seconds))
+        | "OneKey" >> beam.Map(lambda m: (None, m.path))
+        | "PerWindow" >> beam.GroupByKey()
+        | "Refresh"
+        >> beam.ParDo(
+            _RefreshFn(input_pattern=input_pattern, root=root, build_args=list(build_args))
+        )
+    )
+
+
+def report(line: str) -> None:
+    logger.info(line)
+    print(line, flush=True)
+
+
+def run_loop(
+    input_pattern: str,
+    root: str | None,
+    *,
+    window_seconds: float,
+    stop_after: float | None,
+    build_args: Sequence[str] = (),
+    clock: Any = time,
+) -> int:
+    """Refresh once per window until ``stop_after``; returns the number of windows run.
+
+    Windows are aligned to multiples of ``window_seconds``; a refresh that takes
+    longer than a window delays the next one (windows never overlap).
+    """
+    deadline = clock.time() + stop_after if stop_after else None
+    windows = 0
+    while deadline is None or clock.time() < deadline:
+        now = clock.time()
+        end = (now // window_seconds + 1) * window_seconds
+        result = refresh(input_pattern, root, build_args)
+        start = time.strftime("%H:%M:%S", time.gmtime(end - window_seconds))
+        report(f"window {start}: {result.line()}")
+        windows += 1
+        clock.sleep(max(0.0, end - clock.time()))
+    return windows
+
+
+def run(argv: Sequence[str]) -> None:
+    """Run the stream until ``--stop_after`` (or forever)."""
+    args, rest = stream_arguments().parse_known_args(list(argv))
+    build_args = [a for a in rest if a != "--streaming"]
+    if args.engine == "loop":
+        run_loop(
+            args.input, args.root, window_seconds=args.window, stop_after=args.stop_after,
+            build_args=build_args,
+        )  # fmt: skip
+        return
+    options = PipelineOptions(build_args)
+    options.view_as(StandardOptions).streaming = True
+    pipeline = beam.Pipeline(options=options)
+    build_pipeline(
+        pipeline,
+        input_pattern=args.input,
+        root=args.root,
+        window_seconds=args.window,
+        poll_seconds=args.poll or max(args.window / 5, 0.5),
+        stop_after=args.stop_after,
+        build_args=build_args,
+    )
+    pipeline.run().wait_until_finish()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m pipelines.stream``."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    run(sys.argv[1:] if argv is None else argv)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
