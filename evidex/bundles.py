@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from evidex import __version__
@@ -57,6 +58,21 @@ class BundleVersionError(BundleError):
 
 class BundleIntegrityError(BundleError):
     """A file's bytes do not match the manifest's checksum."""
+
+
+class UnsafeArtifactError(BundleError):
+    """A bundle file could run code or reach outside the bundle if it were loaded.
+
+    Raised before anything is deserialized: a manifest path that is absolute or
+    climbs out with ``..``, a symbolic link, a pickle (by suffix or by its
+    protocol header), a ``.npy`` array of Python objects, or a Parquet column of
+    an Arrow extension type.
+    """
+
+
+PICKLE_SUFFIXES = (".pkl", ".pickle", ".joblib", ".pt", ".pth", ".ckpt")
+_EXTENSION_KEY = b"ARROW:extension:name"
+_PICKLE_PROTOCOLS = (b"\x02", b"\x03", b"\x04", b"\x05")
 
 
 def resolve_root(root: str | None = None) -> str:
@@ -232,9 +248,102 @@ def read_manifest(path: str) -> Manifest:
             f"bundle at {path} has schema version {version!r}; this evidex reads {SCHEMA_VERSION}"
         )
     try:
-        return Manifest.model_validate(raw)
+        manifest = Manifest.model_validate(raw)
     except ValueError as exc:
         raise BundleError(f"manifest {manifest_file} does not match its schema: {exc}") from exc
+    for rel in (*manifest.files, *manifest.indexes):
+        if not _inside(rel):
+            raise UnsafeArtifactError(
+                f"manifest {manifest_file} lists {rel!r}, a path outside the bundle directory; "
+                "refusing to read it"
+            )
+    unlisted = sorted(
+        r for r in manifest.files if r.endswith(".usearch") and r not in manifest.indexes
+    )
+    if unlisted:
+        raise BundleIntegrityError(
+            f"manifest {manifest_file} has no header facts for {', '.join(unlisted)}"
+        )
+    return manifest
+
+
+def _inside(rel: str) -> bool:
+    """Whether a manifest path is a plain relative path that stays in the bundle."""
+    if not rel or rel.startswith(("/", "\\")) or "\\" in rel or ":" in rel.split("/", 1)[0]:
+        return False
+    return all(part not in ("", ".", "..") for part in rel.split("/"))
+
+
+def _has_extension_type(data_type: pa.DataType) -> bool:
+    if isinstance(data_type, pa.BaseExtensionType):
+        return True
+    return any(
+        _has_extension_type(data_type.field(i).type) or _field_is_extension(data_type.field(i))
+        for i in range(data_type.num_fields)
+    )
+
+
+def _field_is_extension(field: pa.Field) -> bool:
+    return bool(field.metadata) and _EXTENSION_KEY in field.metadata
+
+
+def _check_artifact(path: str, rel: str) -> None:
+    full = os.path.join(path, rel)
+    if os.path.islink(full):
+        raise UnsafeArtifactError(f"bundle file {rel} is a symbolic link; refusing to follow it")
+    if rel.lower().endswith(PICKLE_SUFFIXES):
+        raise UnsafeArtifactError(f"bundle file {rel} is a pickle; evidex never unpickles")
+    with open(full, "rb") as handle:
+        head = handle.read(2)
+    # A USearch file opens with its vector count (uint64), so any first bytes are legitimate
+    # there; its header is checked against the manifest instead.
+    if not rel.endswith(".usearch") and head[:1] == b"\x80" and head[1:2] in _PICKLE_PROTOCOLS:
+        raise UnsafeArtifactError(f"bundle file {rel} starts with a pickle header; refusing it")
+    if rel.endswith(".npy") and _npy_dtype(full, rel).hasobject:
+        raise UnsafeArtifactError(f"bundle file {rel} holds Python objects (pickled)")
+    if rel.endswith(".parquet"):
+        try:
+            schema = pq.read_schema(full)
+        except (OSError, ValueError, pa.ArrowException) as exc:
+            raise BundleIntegrityError(f"bundle file {rel} is not readable Parquet: {exc}") from exc
+        for field in schema:
+            if _field_is_extension(field) or _has_extension_type(field.type):
+                raise UnsafeArtifactError(
+                    f"bundle file {rel}: column {field.name!r} has an Arrow extension type; "
+                    "bundles hold only the plain types of schemas/"
+                )
+
+
+def _npy_dtype(full: str, rel: str) -> np.dtype:
+    """dtype from a ``.npy`` header, without reading (or unpickling) the array."""
+    fmt = np.lib.format
+    try:
+        with open(full, "rb") as handle:
+            version = fmt.read_magic(handle)
+            read = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+            return read(handle)[2]
+    except (OSError, ValueError) as exc:
+        raise BundleIntegrityError(f"bundle file {rel} has no readable .npy header: {exc}") from exc
+
+
+def verify_artifacts(path: str) -> None:
+    """Refuse unsafe files anywhere in the bundle, listed in the manifest or not.
+
+    Reads only file headers and Parquet footers (no data is deserialized).
+
+    Raises:
+        UnsafeArtifactError: naming the file and why it is refused.
+        BundleIntegrityError: a Parquet footer or ``.npy`` header is unreadable.
+    """
+    if os.path.islink(path):
+        raise UnsafeArtifactError(f"bundle directory {path} is a symbolic link")
+    for parent, dirs, _files in os.walk(path):
+        for name in dirs:
+            if os.path.islink(os.path.join(parent, name)):
+                rel = os.path.relpath(os.path.join(parent, name), path)
+                raise UnsafeArtifactError(f"bundle directory {rel} is a symbolic link")
+    for rel in sorted(_walk_files(path)):
+        _check_artifact(path, rel)
 
 
 def verify_files(path: str, manifest: Manifest) -> None:
@@ -302,6 +411,7 @@ def verify_bundle(path: str) -> Manifest:
     """
     manifest = read_manifest(path)
     verify_files(path, manifest)
+    verify_artifacts(path)
     verify_index_headers(path, manifest)
     return manifest
 

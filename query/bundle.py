@@ -22,6 +22,7 @@ from evidex.bundles import (
     embedding_matrix,
     read_manifest,
     resolve_root,
+    verify_artifacts,
     verify_files,
     verify_index_headers,
 )
@@ -168,6 +169,7 @@ def open_bundle(path: str, *, verify: bool = True, model: Any = None) -> LoadedB
     manifest = read_manifest(path)
     if verify:
         verify_files(path, manifest)
+    verify_artifacts(path)  # always: refusing pickles and escapes costs only file headers
     verify_index_headers(path, manifest)
     if model is None:
         model = load_sentence_transformer(resolve_model(manifest.config["embed"]["model"]))

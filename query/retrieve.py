@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from evidex.config import ACCESS_CLASSES
 from query.bundle import LoadedBundle
 from query.fusion import SCORE_DECIMALS, ArmHit, Fused, fuse
 
@@ -164,7 +165,12 @@ def retrieve(
         Evidence in rank order, each quoting its document's exact span.
 
     Raises:
-        ValueError: empty query, non-positive ``k``, or an unknown arm.
+        ValueError: empty query, non-positive ``k``, an unknown arm, or an access
+            class that is not one of ``evidex.config.ACCESS_CLASSES`` (a typo would
+            otherwise silently hide every chunk).
+
+    ``k`` larger than the caller's eligible universe is allowed and costs no more
+    than ``k = n``: every arm is bounded by the rows it can see.
     """
     if not query.strip():
         raise ValueError("query is empty")
@@ -173,6 +179,11 @@ def retrieve(
     unknown = set(arms) - {"dense", "lexical"}
     if unknown or not arms:
         raise ValueError(f"unknown or no arms: {sorted(unknown) or arms}")
+    if access is not None:
+        access = list(access)
+        strange = sorted(set(access) - set(ACCESS_CLASSES))
+        if strange:
+            raise ValueError(f"unknown access class(es) {strange}; known: {list(ACCESS_CLASSES)}")
     rows = visible_rows(bundle, access)
     n_eligible = len(bundle.chunk_ids) if rows is None else len(rows)
     depth = max(depth, k)

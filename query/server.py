@@ -7,15 +7,23 @@ from the bundle they already hold: no request is dropped or sees a mix.
 """
 
 import datetime as dt
+import re
 import threading
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import FastAPI, HTTPException
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from evidex import __version__
 from query.answer import answer
 from query.bundle import BundleReader, LoadedBundle
+
+MAX_QUERY_CHARS = 4000
+"""Longest query accepted over HTTP (the model reads at most 256 tokens of it anyway)."""
+MAX_K = 1000
+"""Most evidence items one request may ask for."""
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+AccessClass = Literal["public", "internal", "confidential", "restricted"]
 
 
 class RetrieveRequest(BaseModel):
@@ -23,12 +31,28 @@ class RetrieveRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    query: str = Field(min_length=1, description="the question or claim")
-    k: int = Field(5, ge=1, le=1000, description="evidence items to return")
-    access: list[str] | None = Field(None, description="access classes the caller may see")
+    query: str = Field(
+        min_length=1,
+        max_length=MAX_QUERY_CHARS,
+        description=f"the question or claim (at most {MAX_QUERY_CHARS} characters, not blank, "
+        "no control characters other than tab and newline)",
+    )
+    k: int = Field(5, ge=1, le=MAX_K, description=f"evidence items to return (1 to {MAX_K})")
+    access: list[AccessClass] | None = Field(
+        None, max_length=8, description="access classes the caller may see"
+    )
     roles: list[str] | None = Field(None, description="source roles the caller accepts")
     lexical_weight: float = Field(1.0, ge=0, description="weight of the BM25 arm")
     today: dt.date | None = Field(None, description="date for validity checks")
+
+    @field_validator("query")
+    @classmethod
+    def _printable(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("query is blank")
+        if _CONTROL.search(value):
+            raise ValueError("query contains control characters")
+        return value
 
 
 class _Holder:

@@ -45,19 +45,37 @@ def test_build_writes_a_complete_checksummed_bundle(built_root):
 
 @pytest.mark.slow
 def test_building_twice_gives_identical_files_and_ids(built_root, tiny_corpus, tmp_path):
+    """Every file of the bundle, knowledge layer included, is byte-identical (issue 9, item 3)."""
     run(["--input", str(tiny_corpus), "--root", str(tmp_path)], bundle_id="again")
     first, second = bundle_path(str(built_root), "b1"), bundle_path(str(tmp_path), "again")
-    for name in (
+    m1, m2 = read_manifest(first), read_manifest(second)
+    covered = {
         "documents.parquet",
         "chunks.parquet",
+        "mentions.parquet",
+        "entities.parquet",
+        "relations.parquet",
+        "communities.parquet",
         "chunks.usearch",
+        "relations.usearch",
+        "communities.usearch",
         "failures/ingest.parquet",
         "bm25/vocab.index.json",
         "bm25/data.csc.index.npy",
-    ):
-        assert sha256_file(os.path.join(first, name)) == sha256_file(os.path.join(second, name))
-    m1, m2 = read_manifest(first), read_manifest(second)
+    }
+    assert covered <= set(m1.files) and set(m1.files) == set(m2.files)
+    for name in sorted(m1.files):
+        assert sha256_file(os.path.join(first, name)) == sha256_file(os.path.join(second, name)), (
+            name
+        )
+    assert m1.files == m2.files and m1.row_counts == m2.row_counts and m1.indexes == m2.indexes
     assert (m1.input_fingerprint, m1.config_hash) == (m2.input_fingerprint, m2.config_hash)
+    for table, key in (("entities", "entity_id"), ("relations", "relation_id")):
+        ids = [
+            pq.read_table(os.path.join(b, f"{table}.parquet"), columns=[key]).column(key)
+            for b in (first, second)
+        ]
+        assert ids[0].to_pylist() == ids[1].to_pylist() and len(ids[0]) > 0
 
 
 @pytest.mark.slow
