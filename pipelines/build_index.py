@@ -327,8 +327,11 @@ def run(argv: Sequence[str] | None = None, *, bundle_id: str | None = None) -> B
     )
     pipeline = beam.Pipeline(options=options)
     assemble(pipeline, config=config, model=model, staging=staging, parent=parent, sidecar=sidecar)
-    result = pipeline.run()
-    result.wait_until_finish()
+    try:
+        result = pipeline.run()
+        result.wait_until_finish()
+    except (RuntimeError, OSError) as exc:  # a DoFn's error, e.g. ENOSPC at a writer
+        raise BuildFailedError(f"pipeline failed: {' '.join(str(exc).split())[:2000]}") from exc
     _check_bad_ratio(staging, config.max_bad_ratio)
     delta = _delta_counts(
         staging, parent, _counter(result, "texts_embedded"), _counter(result, "chunks_reused")

@@ -1,10 +1,11 @@
 """Surface-form normalization for entity mentions (pure functions, no models).
 
 Contract: ``normalize_surface`` maps spelling variants of one name to one key —
-case, NFKC width/compatibility forms, whitespace, hyphens and most punctuation,
-possessives, leading articles, Greek letters spelled out, standalone Roman
-numerals II-X as digits, and the plural of the last word — while keeping every
-character that distinguishes one thing from another (digits, letters, words).
+case, NFKC width/compatibility forms, invisible format characters, whitespace,
+hyphens and most punctuation, possessives, leading articles, Greek letters
+spelled out, standalone Roman numerals II-X as digits, and the plural of the
+last word — while keeping every character that distinguishes one thing from
+another (digits, letters, words).
 """
 
 import re
@@ -43,6 +44,9 @@ _IRREGULAR = {
 _INVARIANT = frozenset({"diabetes", "series", "species", "news", "means", "herpes", "rabies"})
 _KEEP_S = ("ss", "us", "is", "ous", "sis", "xis")
 _PUNCT = re.compile(r"[^\w\s+]")
+# Invisible format characters that must not split a name: zero-width space/joiners,
+# word joiner, soft hyphen, byte-order mark.
+_INVISIBLE = re.compile("[\u200b\u200c\u200d\u2060\u00ad\ufeff]")
 _SPACE = re.compile(r"\s+")
 
 
@@ -73,7 +77,7 @@ def normalize_surface(surface: str) -> str:
         >>> normalize_surface("The TNF-α's receptors")
         'tnf alpha receptor'
     """
-    text = unicodedata.normalize("NFKC", surface)
+    text = unicodedata.normalize("NFKC", _INVISIBLE.sub("", surface))
     text = "".join(_GREEK.get(ch, ch) for ch in text.casefold())
     text = re.sub(r"['’](s)?\b", " ", text)  # possessives: X's, Xs'
     text = _PUNCT.sub(" ", text.replace("_", " "))

@@ -22,7 +22,7 @@ import transforms.write
 from evidex.activation import ActivationError, activate, read_active
 from evidex.bundles import list_bundles
 from evidex.cli import main as evidex_main
-from pipelines.build_index import run
+from pipelines.build_index import BuildFailedError, run
 
 
 def _snapshot(root: Path) -> tuple:
@@ -49,9 +49,9 @@ def test_a_full_disk_at_the_parquet_writer_fails_the_build_cleanly(
         real(table, path)
 
     monkeypatch.setattr(transforms.write, "write_parquet", full_disk)
-    # Beam's DirectRunner re-raises a DoFn's error as RuntimeError carrying its text; the
-    # build does not (yet) turn it into BuildFailedError as run()'s docstring promises.
-    with pytest.raises(RuntimeError, match=r"\[Errno 28\] No space left on device: .*chunks"):
+    # Beam re-raises a DoFn's error as RuntimeError carrying its text; the build turns it
+    # into BuildFailedError (a RuntimeError) naming the cause.
+    with pytest.raises(BuildFailedError, match=r"\[Errno 28\] No space left on device: .*chunks"):
         run(
             ["--input", str(tiny_corpus), "--root", str(root), "--knowledge=false"],
             bundle_id="enospc",

@@ -95,12 +95,6 @@ def test_invisible_and_compatibility_characters_do_not_split_entities(variant, p
     assert normalize_surface(variant) == normalize_surface(plain)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="DEFECT (not fixed here: transforms/normalize.py belongs to another workstream): "
-    "a zero-width space or soft hyphen inside a name becomes a word break, so "
-    "'Dan\\u200bube' normalizes to 'dan ube' and is a different entity from 'Danube'",
-)
 @pytest.mark.parametrize("variant", ["Dan\u200bube", "Dan\u00adube", "Dan\u2060ube"])
 def test_a_zero_width_character_inside_a_name_does_not_split_it(variant):
     assert normalize_surface(variant) == normalize_surface("Danube")
