@@ -417,8 +417,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "stream",
         help="watch an input and publish a validated delta bundle per window",
-        description="Watch INPUT with Beam's continuous file matching; for each window in "
-        "which files are present, build a delta bundle of the input's current state "
+        description="Watch INPUT (a local timer by default; Beam's continuous file matching "
+        "with --engine beam); for each window in which files are present, build a delta "
+        "bundle of the input's current state "
         "(new/changed documents processed, unchanged reused, vanished ones deleted), "
         "validate it and activate it only if it passes. Prints one line per window. Any "
         "other option is passed to each window's build (e.g. --knowledge=false).",
