@@ -64,6 +64,11 @@ class BuildFailedError(RuntimeError):
     """The build produced no bundle; the active bundle is untouched."""
 
 
+def _on_unless_false(value: str) -> bool:
+    """A boolean option that is on unless given as 0, false or no (``--delta=false``)."""
+    return value.lower() not in ("0", "false", "no")
+
+
 class EvidexBuildOptions(PipelineOptions):
     """Pipeline options of ``evidex build``, mapped onto :class:`BuildConfig`."""
 
@@ -115,7 +120,7 @@ class EvidexBuildOptions(PipelineOptions):
         parser.add_argument(
             "--delta",
             default=True,
-            type=lambda v: v.lower() not in ("0", "false", "no"),
+            type=_on_unless_false,
             help="reuse the active bundle's rows and vectors for unchanged documents "
             "(default true; --delta=false forces a full build)",
         )
@@ -127,7 +132,7 @@ class EvidexBuildOptions(PipelineOptions):
         parser.add_argument(
             "--knowledge",
             default=True,
-            type=lambda v: v.lower() not in ("0", "false", "no"),
+            type=_on_unless_false,
             help="build the knowledge layer: spaCy mentions and relations, canonical "
             "entities, Louvain communities, relation/community vectors (default true)",
         )
