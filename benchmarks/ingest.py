@@ -29,6 +29,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--input", required=True, help="file, directory or glob")
     parser.add_argument("--target-tokens", type=int, default=160)
+    parser.add_argument(
+        "--semantic",
+        action="store_true",
+        help="semantic chunking: sentences of sections over the target are embedded",
+    )
     args = parser.parse_args(argv)
     force_offline()
     register_coders()
@@ -39,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     docs = pipeline | ReadDocuments(pattern, root=root, config=IngestConfig())
     _ = docs[GOOD] | ChunkDocuments(
         model=resolve_model(None),
-        config=ChunkConfig(target_tokens=args.target_tokens),
+        config=ChunkConfig(target_tokens=args.target_tokens, semantic=args.semantic),
         max_tokens=254,
     )
     result = pipeline.run()
@@ -51,6 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(sum(c.committed or 0 for c in found))
 
     documents, chunks = counter("documents"), counter("chunks")
+    sentences = counter("sentences_embedded")
     print(
         json.dumps(
             {
@@ -58,6 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "seconds": round(seconds, 1),
                 "documents": documents,
                 "chunks": chunks,
+                "semantic": args.semantic,
+                "sentences_embedded": sentences,
                 "documents_per_s": round(documents / seconds, 1),
                 "mb_per_s": round(size / 1e6 / seconds, 2) if size else None,
             },

@@ -4,10 +4,12 @@ Usage:
     python -m benchmarks.query --root ROOT --queries ../shared/data/scifact/queries.jsonl \\
         [--limit 300] [--clients 4] [--requests 200]
 
-Reports p50/p95/p99 of (a) query embedding alone, (b) ``retrieve`` (dense + BM25
-fusion, embedding included), (c) ``answer`` (route + retrieve + admission) overall
-and for queries routed as ``lookup``; then requests/s with N concurrent HTTP
-clients against ``evidex serve`` on loopback. Single-threaded timings run first.
+Reports p50/p95/p99 of (a) query embedding alone, (b) spaCy query NER alone (the
+router's input, when the bundle has a spaCy pipeline), (c) ``retrieve`` with the
+vector given (arms + fusion only) and (d) with embedding included, (e) ``answer``
+(route + retrieve + admission) overall and for queries routed as ``lookup``; then
+requests/s with N concurrent HTTP clients against ``evidex serve`` on loopback.
+Single-threaded timings run first.
 """
 
 import argparse
@@ -111,6 +113,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for q in queries[:5]:  # warm-up
         answer(bundle, q, k=args.k)
     embed = [_time(lambda q=q: bundle.embed(q)) for q in queries]
+    recognizer = bundle.recognizer()
+    ner = [_time(lambda q=q: recognizer(q)) for q in queries] if recognizer else []
+    vectors = {q: bundle.embed(q) for q in queries}
+    arms = [_time(lambda q=q: retrieve(bundle, q, k=args.k, vector=vectors[q])) for q in queries]
     fused = [_time(lambda q=q: retrieve(bundle, q, k=args.k)) for q in queries]
     answered, lookup = [], []
     for q in queries:
@@ -124,6 +130,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "bundle_id": bundle.bundle_id,
         "chunks": len(bundle.chunk_ids),
         "embed_ms": percentiles(embed),
+        "ner_ms": percentiles(ner) if ner else None,
+        "retrieve_given_vector_ms": percentiles(arms),
         "retrieve_ms": percentiles(fused),
         "answer_ms": percentiles(answered),
         "answer_lookup_ms": percentiles(lookup) if lookup else None,

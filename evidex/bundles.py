@@ -37,6 +37,13 @@ RELATIONS = "relations.parquet"
 COMMUNITIES = "communities.parquet"
 RELATION_INDEX = "relations.usearch"
 COMMUNITY_INDEX = "communities.usearch"
+
+
+def partition_index(access_class: str) -> str:
+    """File of the HNSW partition over one access class's chunks (``transforms.ann``)."""
+    return f"chunks.{access_class}.usearch"
+
+
 TABLES = {
     "documents": DOCUMENTS,
     "chunks": CHUNKS,

@@ -281,7 +281,9 @@ def format_evidence(query: str, evidence: Sequence[Any], width: int = 100) -> st
         flag = "  [fallback]" if getattr(e, "fallback", False) else ""
         lines.append(f"  {e.rank}. {e.doc_id}  [{e.start}:{e.end})  score {e.score:.4f}{flag}")
         section = getattr(e, "heading_path", "")
-        lines.append(f"     {e.title}" + (f"  §  {section}" if section else ""))
+        first, last = getattr(e, "page_start", None), getattr(e, "page_end", None)
+        page = "" if first is None else f"  p. {first}" + (f"-{last}" if last != first else "")
+        lines.append(f"     {e.title}" + (f"  §  {section}" if section else "") + page)
         quote = " ".join(e.text.split())
         quote = quote if len(quote) <= 320 else quote[:317] + "..."
         lines += textwrap.wrap(
@@ -338,6 +340,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     access = args.access.split(",") if args.access else None
     roles = args.roles.split(",") if args.roles else None
     today = dt.date.fromisoformat(args.today) if args.today else None
+    reranker = _reranker(args)
     results = []
     for text in args.query:
         result = answer(
@@ -348,6 +351,7 @@ def cmd_query(args: argparse.Namespace) -> int:
             roles=roles,
             today=today,
             lexical_weight=args.lexical_weight,
+            reranker=reranker,
         )
         results.append(result.to_json())
         if not args.json:
@@ -397,7 +401,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from query.server import create_app
 
-    app = create_app(args.root, verify=not args.no_verify)
+    app = create_app(args.root, verify=not args.no_verify, reranker=_reranker(args))
     logger.info(
         "serving the active bundle on http://%s:%d (OpenAPI at /docs)", args.host, args.port
     )
@@ -510,6 +514,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8765, help="port (default 8765)")
     p.add_argument("--no-verify", action="store_true", help="skip sha256 checks on load")
+    _rerank_arg(p)
     _root_arg(p)
     p = sub.add_parser(
         "gc",
@@ -661,6 +666,7 @@ def _add_query(sub: Any) -> None:
     p.add_argument(
         "--explain", action="store_true", help="show routing, per-arm ranks and rejected evidence"
     )
+    _rerank_arg(p)
     p.add_argument("--bundle", default=None, help="query this bundle instead of the active one")
     p.add_argument(
         "--no-verify",
@@ -669,6 +675,24 @@ def _add_query(sub: Any) -> None:
     )
     _root_arg(p)
     _json_arg(p)
+
+
+def _rerank_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--rerank",
+        default=None,
+        metavar="PATH",
+        help="reorder the retrieved evidence with a local sentence-transformers "
+        "CrossEncoder folder (off by default: none ships offline)",
+    )
+
+
+def _reranker(args: argparse.Namespace) -> Any:
+    if not getattr(args, "rerank", None):
+        return None
+    from query.rerank import Reranker
+
+    return Reranker.load(args.rerank)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

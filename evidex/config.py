@@ -6,7 +6,7 @@ the bundle manifest and hashed into its ``config_hash``.
 
 import hashlib
 import json
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -31,11 +31,14 @@ SOURCE_ROLES = (
     "news",
     "other",
 )
-STDLIB_CORPUS = "stdlib:"
+STDLIB_CORPUS = "stdlib:"  # the --input value that selects the embedded default corpus
 # HNSW ef every reader sets after restoring an index (query and validation alike):
 # at 300k vectors ef 64 left queries with recall 0, ef 128 met the recall and latency
 # targets (docs/benchmarks.md, "ANN qualification").
-SEARCH_EXPANSION = 128  # the --input value that selects the embedded default corpus
+SEARCH_EXPANSION = 128
+# A restricted caller's visible access class is searched exactly up to this many rows
+# (about 8 ms for 20k x 384 on two cores), in its own HNSW partition beyond.
+EXACT_SEARCH_MAX_ROWS = 20_000
 
 
 class _Frozen(BaseModel):
@@ -85,6 +88,28 @@ class ChunkConfig(_Frozen):
         gt=8,
         description="pack paragraphs/sentences up to this many model tokens per chunk",
     )
+    algorithm: Literal["sections-v2"] = Field(
+        "sections-v2",
+        description="chunker version: headings bound sections; code, tables, lists and "
+        "paragraphs are blocks (a new version changes the config hash, so delta builds "
+        "never reuse chunks cut by another)",
+    )
+    semantic: bool = Field(
+        False,
+        description="also break where the embedding similarity of adjacent sentences drops "
+        "(embeds the sentences of every section larger than the target: about one more "
+        "embedding pass over those sections)",
+    )
+    min_tokens: int = Field(
+        48, ge=0, description="semantic breaks only after a chunk holds this many tokens"
+    )
+    breakpoint_percentile: float = Field(
+        90.0,
+        ge=0,
+        le=100,
+        description="adjacent-sentence dissimilarities at or above this percentile of a "
+        "section's are semantic breaks",
+    )
 
 
 class EmbedConfig(_Frozen):
@@ -104,6 +129,12 @@ class AnnConfig(_Frozen):
     expansion_add: int = Field(128, gt=0, description="ef at construction")
     expansion_search: int = Field(
         64, gt=0, description="ef stored in the file (USearch resets it on restore)"
+    )
+    partition_min_rows: int = Field(
+        EXACT_SEARCH_MAX_ROWS,
+        ge=1,
+        description="an access class with more chunks than this gets its own HNSW file "
+        "(chunks.<class>.usearch) for restricted callers, when the bundle has several classes",
     )
 
 

@@ -28,6 +28,7 @@ from evidex.config import (
     DEFAULT_SPACY_PIPELINE,
     DEFAULT_TARGET_TOKENS,
     STDLIB_CORPUS,
+    AnnConfig,
     BuildConfig,
     ChunkConfig,
     EmbedConfig,
@@ -44,7 +45,7 @@ from evidex.models import (
 from pipelines.knowledge import KNOWLEDGE_COUNTER, assemble_knowledge
 from schemas import DEAD_LETTER_SCHEMA, DOCUMENT_SCHEMA, register_coders
 from schemas.manifest import Manifest, ModelFingerprint
-from transforms.ann import BuildAnnIndex
+from transforms.ann import BuildAnnIndex, BuildAnnPartitions
 from transforms.chunk import ChunkDocuments
 from transforms.delta import CHANGED, SplitByDelta, reusable_parent
 from transforms.embed import EmbedChunks
@@ -96,10 +97,31 @@ class EvidexBuildOptions(PipelineOptions):
             help="preferred chunk size in model tokens",
         )
         parser.add_argument(
+            "--semantic_chunking",
+            action="store_true",
+            help="also end chunks where adjacent sentences' embeddings grow apart "
+            "(embeds the sentences of sections larger than --target_tokens: slower builds)",
+        )
+        parser.add_argument(
+            "--ann_partition_min_rows",
+            type=int,
+            default=AnnConfig().partition_min_rows,
+            help="give each access class with more chunks than this its own HNSW file, "
+            "searched for callers restricted to some classes (default %(default)s; smaller "
+            "classes are searched exactly)",
+        )
+        parser.add_argument(
             "--max_bad_ratio",
             type=float,
             default=DEFAULT_MAX_BAD_RATIO,
             help="fail the build when dead letters exceed this share of inputs",
+        )
+        parser.add_argument(
+            "--max_document_bytes",
+            type=int,
+            default=IngestConfig().max_document_bytes,
+            help="files (and JSONL records) larger than this go to the dead letters, "
+            "unread (default %(default)s)",
         )
         parser.add_argument(
             "--access_class",
@@ -164,15 +186,17 @@ def config_from_options(opts: EvidexBuildOptions) -> BuildConfig:
     return BuildConfig(
         input=opts.input,
         ingest=IngestConfig(
+            max_document_bytes=opts.max_document_bytes,
             access_class=opts.access_class,
             source_role=opts.source_role,
             limit=opts.limit,
             jsonl_title_in_text=opts.title_in_text,
             metadata=opts.metadata,
         ),
-        chunk=ChunkConfig(target_tokens=opts.target_tokens),
+        chunk=ChunkConfig(target_tokens=opts.target_tokens, semantic=opts.semantic_chunking),
         embed=EmbedConfig(model=opts.model or DEFAULT_MODEL),
         knowledge=KnowledgeConfig(enabled=opts.knowledge),
+        ann=AnnConfig(partition_min_rows=opts.ann_partition_min_rows),
         spacy_pipeline=opts.spacy_pipeline,
         max_bad_ratio=opts.max_bad_ratio,
     )
@@ -246,6 +270,9 @@ def assemble(
     )
     _ = all_embedded | "BuildChunkIndex" >> BuildAnnIndex(
         join(staging, bundles.CHUNK_INDEX), dimension=dimension, config=config.ann
+    )
+    _ = all_embedded | "BuildChunkPartitions" >> BuildAnnPartitions(
+        staging, dimension=dimension, config=config.ann
     )
     _ = (
         all_embedded

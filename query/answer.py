@@ -7,6 +7,7 @@ from typing import Any, NamedTuple
 from query.admission import Admission, Reason, admit
 from query.bundle import LoadedBundle
 from query.fusion import ArmHit
+from query.rerank import Reranker
 from query.retrieve import Evidence, retrieve
 from query.router import Route, route
 from query.surfaces import Derived, Expansion, chunk_arm, expand, search_surface, visibility
@@ -98,12 +99,22 @@ def answer(
     lexical_weight: float = 1.0,
     today: dt.date | None = None,
     extra_surfaces: tuple[str, ...] = (),
+    reranker: Reranker | None = None,
 ) -> Answer:
     """Route ``query``, retrieve from the surfaces it needs, and admit the evidence.
 
     ``extra_surfaces`` (e.g. ``("graph",)``) are used in addition to the router's
-    choice when the bundle has them; graph expansion stays anchor-gated.
+    choice when the bundle has them; graph expansion stays anchor-gated. A
+    ``reranker`` (off by default) reorders the retrieved items before admission.
+
+    Raises:
+        ValueError: a blank query or ``k`` < 1 (and what :func:`query.retrieve.retrieve`
+            rejects: unknown access classes).
     """
+    if not query.strip():
+        raise ValueError("query is empty")
+    if k <= 0:
+        raise ValueError(f"k must be positive, got {k}")
     layer = bundle.knowledge
     access = list(access) if access is not None else None
     visible = visibility(bundle, access)
@@ -111,7 +122,9 @@ def answer(
     if layer is not None:
         known = lambda a: [layer.entity_names[e] for e in layer.resolve(a, visible)]  # noqa: E731
     available = _available(bundle)
-    decision = route(query, available=available, known_entities=known)
+    decision = route(
+        query, available=available, known_entities=known, recognizer=bundle.recognizer()
+    )
     added = tuple(s for s in extra_surfaces if s in available and s not in decision.surfaces)
     if added:
         decision = decision._replace(
@@ -133,6 +146,8 @@ def answer(
         vector=vector,
         extra=extra,
     )
+    if reranker is not None:
+        evidence = list(reranker.rerank(query, evidence))
     verdict = admit(
         query,
         evidence,

@@ -4,6 +4,7 @@ Loading checks the manifest's schema version, every file's sha256 and the
 embedding model's fingerprint before the vector file is memory-mapped.
 """
 
+import logging
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,17 +21,20 @@ from evidex.bundles import (
     BundleError,
     bundle_path,
     embedding_matrix,
+    partition_index,
     read_manifest,
     resolve_root,
     verify_artifacts,
     verify_files,
     verify_index_headers,
 )
-from evidex.config import SEARCH_EXPANSION, LexicalConfig
+from evidex.config import ACCESS_CLASSES, SEARCH_EXPANSION, LexicalConfig
 from evidex.models import fingerprint, load_sentence_transformer, resolve_model
 from query.knowledge import load_knowledge
 from query.lexical import LexicalIndex
 from schemas.manifest import Manifest
+
+logger = logging.getLogger(__name__)
 
 
 class NoActiveBundleError(BundleError):
@@ -63,10 +67,16 @@ class LoadedBundle:
     model: Any
     lexical: Any = None
     heading_paths: list[str] = field(default_factory=list)
+    pages: list[tuple[int | None, int | None]] = field(default_factory=list)
+    """Each chunk row's first and last PDF page (empty when no chunk has pages)."""
     knowledge: Any = None
+    partitions: dict[str, Any] = field(default_factory=dict)
+    """Per-access-class HNSW indexes (``chunks.<class>.usearch``) for restricted callers."""
     _row_of_chunk: dict[str, int] = field(default_factory=dict, repr=False)
     _row_of_key: dict[int, int] = field(default_factory=dict, repr=False)
     _vectors: np.ndarray | None = field(default=None, repr=False)
+    _recognizer: Any = field(default=None, repr=False)
+    _recognizer_loaded: bool = field(default=False, repr=False)
 
     @property
     def bundle_id(self) -> str:
@@ -91,6 +101,21 @@ class LoadedBundle:
             table = pq.read_table(os.path.join(self.path, CHUNKS), columns=["embedding"])
             self._vectors = embedding_matrix(table.column("embedding"))
         return self._vectors
+
+    def recognizer(self) -> Any:
+        """Query NER from the spaCy pipeline the bundle was built with (loaded on first
+        use), or ``None`` when the bundle used none or it is not installed here."""
+        if not self._recognizer_loaded:
+            pipeline = self.manifest.model.spacy_pipeline
+            if pipeline:
+                from query.ner import QueryEntities
+
+                try:
+                    self._recognizer = QueryEntities.load(pipeline)
+                except (OSError, ImportError) as exc:
+                    logger.warning("query NER off: cannot load spaCy %s: %s", pipeline, exc)
+            self._recognizer_loaded = True
+        return self._recognizer
 
     def embed(self, text: str) -> np.ndarray:
         """Unit-norm query vector from the bundle's own model."""
@@ -174,9 +199,12 @@ def open_bundle(path: str, *, verify: bool = True, model: Any = None) -> LoadedB
     if model is None:
         model = load_sentence_transformer(resolve_model(manifest.config["embed"]["model"]))
     _check_model(model, manifest)
+    columns = ["chunk_id", "doc_id", "start", "end", "access_class", "ann_key", "heading_path"]
+    present = set(pq.read_schema(os.path.join(path, CHUNKS)).names)
+    paged = {"page_start", "page_end"} <= present  # bundles before page numbers lack them
     chunks = pq.read_table(
         os.path.join(path, CHUNKS),
-        columns=["chunk_id", "doc_id", "start", "end", "access_class", "ann_key", "heading_path"],
+        columns=columns + (["page_start", "page_end"] if paged else []),
     )
     from usearch.index import Index
 
@@ -184,6 +212,15 @@ def open_bundle(path: str, *, verify: bool = True, model: Any = None) -> LoadedB
     if index is None:
         raise BundleError(f"cannot read the vector index of bundle {manifest.bundle_id}")
     index.expansion_search = SEARCH_EXPANSION  # type: ignore[misc]  # settable at run time
+    partitions = {}
+    for access_class in ACCESS_CLASSES:
+        rel = partition_index(access_class)
+        if rel in manifest.indexes:
+            partition = Index.restore(os.path.join(path, rel), view=True)
+            if partition is None:
+                raise BundleError(f"cannot read {rel} of bundle {manifest.bundle_id}")
+            partition.expansion_search = SEARCH_EXPANSION  # type: ignore[misc]
+            partitions[access_class] = partition
     lexical = None
     if os.path.isdir(os.path.join(path, LEXICAL_DIR)):
         lexical = LexicalIndex.open(
@@ -205,8 +242,18 @@ def open_bundle(path: str, *, verify: bool = True, model: Any = None) -> LoadedB
         model=model,
         lexical=lexical,
         heading_paths=chunks.column("heading_path").to_pylist(),
+        pages=_pages(chunks) if paged else [],
         knowledge=load_knowledge(path),
+        partitions=partitions,
     )
+
+
+def _pages(chunks: Any) -> list[tuple[int | None, int | None]]:
+    first = chunks.column("page_start").to_pylist()
+    last = chunks.column("page_end").to_pylist()
+    if all(p is None for p in first):
+        return []
+    return list(zip(first, last, strict=True))
 
 
 class BundleReader:

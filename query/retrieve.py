@@ -8,11 +8,11 @@ ranked and results are never emptied by post-filtering.
 
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from evidex.config import ACCESS_CLASSES
+from evidex.config import ACCESS_CLASSES, EXACT_SEARCH_MAX_ROWS
 from query.bundle import LoadedBundle
 from query.fusion import SCORE_DECIMALS, ArmHit, Fused, fuse
 
@@ -43,6 +43,9 @@ class Evidence(NamedTuple):
     lexical_score: float | None
     fallback: bool
     heading_path: str = ""
+    page_start: int | None = None
+    page_end: int | None = None
+    rerank_score: float | None = None
 
 
 def visible_rows(bundle: LoadedBundle, access: Iterable[str] | None) -> np.ndarray | None:
@@ -57,26 +60,56 @@ def visible_rows(bundle: LoadedBundle, access: Iterable[str] | None) -> np.ndarr
 
 
 def dense_arm(
-    bundle: LoadedBundle, vector: np.ndarray, depth: int, rows: np.ndarray | None
+    bundle: LoadedBundle,
+    vector: np.ndarray,
+    depth: int,
+    rows: np.ndarray | None,
+    *,
+    exact_max_rows: int = EXACT_SEARCH_MAX_ROWS,
 ) -> list[ArmHit]:
-    """Top ``depth`` visible rows by cosine similarity, best first."""
+    """Top ``depth`` visible rows by cosine similarity, best first.
+
+    Everyone-visible: the bundle's HNSW index. Restricted: each visible access class
+    is searched on its own — exactly when it has at most ``exact_max_rows`` rows (or
+    no partition file), else in its own HNSW partition (``chunks.<class>.usearch``) —
+    and the per-class lists are merged by score. No invisible row is ever a candidate.
+    """
     if rows is None:
-        count = min(depth, len(bundle.keys))
-        if count == 0:
-            return []
-        matches = bundle.index.search(vector, count)
-        scored = [
-            (round(1.0 - float(d), SCORE_DECIMALS), bundle.row_of_key(int(key)))
-            for key, d in zip(matches.keys, matches.distances, strict=True)
-        ]
+        scored = _hnsw(bundle, bundle.index, vector, min(depth, len(bundle.keys)))
     else:
-        if len(rows) == 0:
-            return []
-        sims = np.round(bundle.vectors()[rows] @ vector, SCORE_DECIMALS)
-        top = np.lexsort((rows, -sims))[:depth]
-        scored = [(float(sims[i]), int(rows[i])) for i in top]
+        scored = []
+        classes = bundle.access_classes[rows]
+        for access_class in sorted(set(classes.tolist())):
+            class_rows = rows[classes == access_class]
+            partition = bundle.partitions.get(access_class)
+            if partition is not None and len(class_rows) > exact_max_rows:
+                scored += _hnsw(bundle, partition, vector, min(depth, len(class_rows)))
+            else:
+                scored += _exact(bundle, vector, depth, class_rows)
     scored.sort(key=lambda sr: (-sr[0], bundle.chunk_ids[sr[1]]))
-    return [ArmHit(row, rank, score) for rank, (score, row) in enumerate(scored, start=1)]
+    return [ArmHit(row, rank, score) for rank, (score, row) in enumerate(scored[:depth], start=1)]
+
+
+def _hnsw(
+    bundle: LoadedBundle, index: Any, vector: np.ndarray, count: int
+) -> list[tuple[float, int]]:
+    if count <= 0:
+        return []
+    matches = index.search(vector, count)
+    return [
+        (round(1.0 - float(d), SCORE_DECIMALS), bundle.row_of_key(int(key)))
+        for key, d in zip(matches.keys, matches.distances, strict=True)
+    ]
+
+
+def _exact(
+    bundle: LoadedBundle, vector: np.ndarray, depth: int, rows: np.ndarray
+) -> list[tuple[float, int]]:
+    if len(rows) == 0:
+        return []
+    sims = np.round(bundle.vectors()[rows] @ vector, SCORE_DECIMALS)
+    top = np.lexsort((rows, -sims))[:depth]
+    return [(float(sims[i]), int(rows[i])) for i in top]
 
 
 def lexical_arm(
@@ -129,6 +162,8 @@ def _evidence(bundle: LoadedBundle, rank: int, f: Fused) -> Evidence:
         lexical_score=f.lexical_score,
         fallback=f.fallback,
         heading_path=bundle.heading_paths[f.row] if bundle.heading_paths else "",
+        page_start=bundle.pages[f.row][0] if bundle.pages else None,
+        page_end=bundle.pages[f.row][1] if bundle.pages else None,
     )
 
 

@@ -50,6 +50,16 @@ KNOWLEDGE_SURFACES = {
 }
 
 
+# spaCy labels that name a thing a query can be anchored on; value labels (MONEY,
+# CARDINAL, PERCENT, ...) are left to the number/version rules, dates to the temporal rule.
+NAME_LABELS = frozenset(
+    {"PERSON", "ORG", "GPE", "LOC", "PRODUCT", "EVENT", "WORK_OF_ART", "LAW", "NORP", "FAC"}
+)
+TIME_LABELS = frozenset({"DATE", "TIME"})
+Recognizer = Callable[[str], list[tuple[str, str]]]
+"""Query text -> ``(entity text, label)`` pairs, e.g. a spaCy pipeline's ``doc.ents``."""
+
+
 class Route(NamedTuple):
     """The routing decision for one query."""
 
@@ -64,6 +74,7 @@ def route(
     *,
     available: frozenset[str] = frozenset({"dense", "lexical"}),
     known_entities: Callable[[str], list[str]] | None = None,
+    recognizer: Recognizer | None = None,
 ) -> Route:
     """Classify ``query`` and choose the surfaces that serve it.
 
@@ -73,11 +84,24 @@ def route(
             ``relations``, ``communities`` and ``graph`` come with a knowledge layer).
         known_entities: anchor -> canonical entity names, when the bundle has entities;
             matches are reported among the reasons.
+        recognizer: named-entity recognition (spaCy, see :class:`query.ner.QueryEntities`);
+            names it finds become anchors, dates it finds are a temporal cue.
     """
     reasons: list[str] = []
     anchors = tuple(find_anchors(query))
     if _OUT_OF_SCOPE.match(query) or not _CONTENT_WORD.search(query):
         return Route("out_of_scope", (), anchors, ("no content words to look up",))
+    dates: list[str] = []
+    if recognizer is not None:
+        for text, label in recognizer(query):
+            key = text.lower()
+            if label in TIME_LABELS:
+                dates.append(text)
+            elif label in NAME_LABELS and not any(
+                key in a.lower() or a.lower() in key for a in anchors
+            ):
+                anchors = (*anchors, text)
+                reasons.append(f"spaCy named entity {text!r} ({label})")
     operation = "lookup"
     for name, why, pattern in _RULES:
         match = pattern.search(query)
@@ -85,6 +109,9 @@ def route(
             operation = name
             reasons.append(f"{why}: {match.group(0)!r}")
             break
+    if operation == "lookup" and dates:
+        operation = "temporal"
+        reasons.append(f"spaCy date or time: {dates[0]!r}")
     if operation == "lookup" and anchors:
         operation = "entity"
         reasons.append(f"names specific anchors: {', '.join(anchors)}")

@@ -55,6 +55,40 @@ class RetrieveRequest(BaseModel):
         return value
 
 
+MAX_BODY_BYTES = 65_536
+"""Largest request body accepted (a 4,000-character query escaped as JSON fits easily)."""
+
+
+class _BodyLimit:
+    """ASGI wrapper: a body over ``limit`` bytes is a 413 before the app reads it.
+
+    Bodies must declare their size: a POST without ``Content-Length`` (chunked) is a
+    411, so no request body is ever read without a known bound.
+    """
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] in ("POST", "PUT", "PATCH"):
+            length = dict(scope["headers"]).get(b"content-length")
+            if length is None or not length.isdigit():
+                await _plain(send, 411, b"Content-Length required")
+                return
+            if int(length) > self.limit:
+                await _plain(send, 413, f"request body over {self.limit} bytes".encode())
+                return
+        await self.app(scope, receive, send)
+
+
+async def _plain(send: Any, status: int, message: bytes) -> None:
+    body = b'{"detail":"' + message + b'"}'
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
 class _Holder:
     """The reader plus a lock so only one request at a time performs a reload."""
 
@@ -71,8 +105,12 @@ class _Holder:
         return self.reader.current
 
 
-def create_app(root: str | None = None, *, verify: bool = True, model: Any = None) -> FastAPI:
+def create_app(
+    root: str | None = None, *, verify: bool = True, model: Any = None, reranker: Any = None
+) -> FastAPI:
     """The FastAPI application serving the active bundle under ``root``.
+
+    ``reranker`` (a :class:`query.rerank.Reranker`, off by default) reorders each answer.
 
     Raises:
         NoActiveBundleError: nothing is active yet.
@@ -110,9 +148,11 @@ def create_app(root: str | None = None, *, verify: bool = True, model: Any = Non
                 roles=request.roles,
                 lexical_weight=request.lexical_weight,
                 today=request.today,
+                reranker=reranker,
             )
         except ValueError as exc:
             raise HTTPException(status_code=422, detail=str(exc)) from exc
         return result.to_json()
 
+    app.add_middleware(_BodyLimit, limit=MAX_BODY_BYTES)
     return app

@@ -43,7 +43,9 @@ class Chunk(NamedTuple):
     """A contiguous piece of a document: ``text == document.text[start:end]``.
 
     ``heading_path`` names the Markdown sections the chunk starts in, outermost
-    first, joined by `` > `` (e.g. ``Guide > Limits > UPI Lite``).
+    first, joined by `` > `` (e.g. ``Guide > Limits > UPI Lite``). ``page_start``
+    and ``page_end`` are the 1-based first and last PDF pages the chunk's text is
+    on (``None`` for documents without pages).
     """
 
     chunk_id: str
@@ -56,6 +58,8 @@ class Chunk(NamedTuple):
     n_tokens: int
     access_class: str
     heading_path: str = ""
+    page_start: int | None = None
+    page_end: int | None = None
 
 
 class EmbeddedChunk(NamedTuple):
@@ -102,6 +106,8 @@ CHUNK_SCHEMA = pa.schema(
         pa.field("n_tokens", pa.int32(), nullable=False),
         pa.field("access_class", pa.string(), nullable=False),
         pa.field("heading_path", pa.string(), nullable=False),
+        pa.field("page_start", pa.int32(), nullable=True),
+        pa.field("page_end", pa.int32(), nullable=True),
     ]
 )
 

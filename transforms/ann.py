@@ -11,7 +11,7 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import apache_beam as beam
@@ -109,4 +109,54 @@ class BuildAnnIndex(beam.PTransform):
             embedded
             | "CollectVectors" >> beam.combiners.ToList()
             | "BuildHnsw" >> beam.ParDo(self._fn)
+        )
+
+
+class _BuildPartitionFn(beam.DoFn):
+    def __init__(self, *, directory: str, dimension: int, config: AnnConfig) -> None:
+        self._directory = directory
+        self._dimension = dimension
+        self._config = config
+
+    def process(self, item: tuple[str, Iterable[Any]], n_classes: int) -> Any:
+        access_class, grouped = item
+        embedded = list(grouped)
+        if n_classes < 2 or len(embedded) <= self._config.partition_min_rows:
+            return  # exact search serves this class (or every caller sees everything)
+        path = FileSystems.join(self._directory, partition_file(access_class))
+        builder = _BuildIndexFn(path=path, dimension=self._dimension, config=self._config)
+        yield from builder.process(embedded)
+
+
+def partition_file(access_class: str) -> str:
+    """Name of one access class's HNSW partition (see ``evidex.bundles.partition_index``)."""
+    return f"chunks.{access_class}.usearch"
+
+
+class BuildAnnPartitions(beam.PTransform):
+    """``PCollection[EmbeddedChunk]`` -> one HNSW file per large access class.
+
+    Restricted callers search each class they may see on its own; a class with more
+    than ``config.partition_min_rows`` chunks gets ``chunks.<class>.usearch`` so that
+    this search stays sublinear. Nothing is written when the bundle has one class.
+
+    Memory bound: one class's vectors on one worker (at most the chunk index's bound).
+    """
+
+    def __init__(self, directory: str, *, dimension: int, config: AnnConfig) -> None:
+        super().__init__()
+        self._fn = _BuildPartitionFn(directory=directory, dimension=dimension, config=config)
+
+    def expand(self, embedded: beam.PCollection) -> beam.PCollection:
+        by_class = embedded | "KeyByAccessClass" >> beam.Map(lambda e: (e.chunk.access_class, e))
+        n_classes = (
+            by_class
+            | "ClassKeys" >> beam.Keys()
+            | "DistinctClasses" >> beam.Distinct()
+            | "CountClasses" >> beam.combiners.Count.Globally()
+        )
+        return (
+            by_class
+            | "GroupByAccessClass" >> beam.GroupByKey()
+            | "BuildPartitions" >> beam.ParDo(self._fn, beam.pvalue.AsSingleton(n_classes))
         )

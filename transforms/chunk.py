@@ -1,15 +1,20 @@
 """Chunking: ``Document`` -> ``Chunk`` with exact ``[start, end)`` spans.
 
-Paragraphs first, then sentences, then word windows, packed up to a target
-size and never beyond the embedding model's own token window, counted with the
-model's own tokenizer.
+Sections (between headings) bound every chunk; inside a section, blocks (code,
+tables, lists, paragraphs), then sentences, then word windows are packed up to a
+target size and never beyond the embedding model's own token window, counted
+with the model's own tokenizer. Optionally (``ChunkConfig.semantic``) a chunk
+also ends where adjacent sentences' embeddings grow apart. PDF chunks carry the
+pages they are on.
 """
 
+import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import apache_beam as beam
+import numpy as np
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 from apache_beam.utils.shared import Shared
@@ -17,7 +22,7 @@ from apache_beam.utils.shared import Shared
 from evidex.config import ChunkConfig
 from schemas import Chunk, DeadLetter, Document, chunk_id
 from transforms.progress import Progress
-from transforms.spans import chunk_spans, heading_paths
+from transforms.spans import Span, chunk_spans, heading_paths, page_range
 from transforms.tags import BAD, GOOD, typed
 
 logger = logging.getLogger(__name__)
@@ -57,17 +62,43 @@ class TokenCounter:
         return len(self._tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
+def document_pages(doc: Document) -> list[Span]:
+    """The ``[start, end)`` of each page in ``doc.text`` (PDFs), else ``[]``."""
+    try:
+        pages = json.loads(doc.metadata_json or "{}").get("pages") or []
+    except (ValueError, AttributeError):
+        return []
+    return [(int(s), int(e)) for s, e in pages]
+
+
 def chunk_document(
-    doc: Document, *, count_tokens: TokenCounter, target_tokens: int, max_tokens: int
+    doc: Document,
+    *,
+    count_tokens: TokenCounter,
+    config: ChunkConfig,
+    max_tokens: int,
+    embed: Callable[[list[str]], np.ndarray] | None = None,
 ) -> list[Chunk]:
-    """All chunks of one document, in order, with deterministic ids."""
+    """All chunks of one document, in order, with deterministic ids.
+
+    Args:
+        embed: unit-norm sentence vectors, used only when ``config.semantic``.
+    """
     spans = chunk_spans(
-        doc.text, count_tokens=count_tokens, target_tokens=target_tokens, max_tokens=max_tokens
+        doc.text,
+        count_tokens=count_tokens,
+        target_tokens=config.target_tokens,
+        max_tokens=max_tokens,
+        embed=embed if config.semantic else None,
+        min_tokens=config.min_tokens,
+        percentile=config.breakpoint_percentile,
     )
     chunks = []
     paths = heading_paths(doc.text, [start for start, _ in spans])
+    pages = document_pages(doc)
     for index, (start, end) in enumerate(spans):
         text = doc.text[start:end]
+        first, last = page_range(pages, start, end)
         chunks.append(
             Chunk(
                 chunk_id=chunk_id(doc.doc_id, index, text),
@@ -80,9 +111,33 @@ def chunk_document(
                 n_tokens=count_tokens(text),
                 access_class=doc.access_class,
                 heading_path=paths[index],
+                page_start=first,
+                page_end=last,
             )
         )
     return chunks
+
+
+class SentenceVectors:
+    """Unit-norm vectors of sentences, from the embedding model, for semantic breaks."""
+
+    def __init__(self, model: str) -> None:
+        from evidex.models import load_sentence_transformer
+
+        self._model = load_sentence_transformer(model)
+
+    @classmethod
+    def from_model(cls, model: Any) -> "SentenceVectors":
+        """Wrap an already loaded ``SentenceTransformer``."""
+        vectors = cls.__new__(cls)
+        vectors._model = model
+        return vectors
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        vectors = self._model.encode(
+            texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True
+        )
+        return np.asarray(vectors, dtype=np.float32)
 
 
 class _ChunkDocumentFn(beam.DoFn):
@@ -94,13 +149,26 @@ class _ChunkDocumentFn(beam.DoFn):
         self._max_tokens = max_tokens
         self._shared = Shared()
         self._counter: TokenCounter | None = None
+        self._vectors: Callable[[list[str]], np.ndarray] | None = None
+        self._shared_model = Shared()
         self._chunks = Metrics.counter(STAGE, "chunks")
         self._bad = Metrics.counter(STAGE, "dead_letters")
+        self._sentences = Metrics.counter(STAGE, "sentences_embedded")
         self._progress: Progress | None = None
 
     def setup(self) -> None:
         self._counter = self._shared.acquire(lambda: TokenCounter.load(self._model))
+        if self._config.semantic:
+            vectors = self._shared_model.acquire(lambda: SentenceVectors(self._model))
+            self._vectors = self._counted(vectors)
         self._progress = Progress(logger, "chunked", "documents", every=100)
+
+    def _counted(self, vectors: SentenceVectors) -> Callable[[list[str]], np.ndarray]:
+        def embed(texts: list[str]) -> np.ndarray:
+            self._sentences.inc(len(texts))
+            return vectors(texts)
+
+        return embed
 
     def process(self, doc: Document) -> Iterator[Any]:
         if self._counter is None:
@@ -109,8 +177,9 @@ class _ChunkDocumentFn(beam.DoFn):
             chunks = chunk_document(
                 doc,
                 count_tokens=self._counter,
-                target_tokens=self._config.target_tokens,
+                config=self._config,
                 max_tokens=self._max_tokens,
+                embed=self._vectors,
             )
         except (ValueError, RuntimeError) as exc:
             self._bad.inc()

@@ -5,6 +5,7 @@
 import io
 from typing import Any
 
+from schemas import normalize_text
 from transforms.ingest_errors import IngestError
 
 HTML_SUFFIXES = (".html", ".htm")
@@ -59,6 +60,7 @@ def html_to_text(data: bytes) -> tuple[str, str]:
     if title_tag:
         title_tag.decompose()
     body = soup.body or soup
+    kept = _keep_structured_blocks(body)
     for level in range(1, 7):
         for heading in body.find_all(f"h{level}"):
             text = heading.get_text(" ", strip=True)
@@ -76,12 +78,38 @@ def html_to_text(data: bytes) -> tuple[str, str]:
             current = []
     if current:
         paragraphs.append(" ".join(current))
-    text = "\n\n".join(paragraphs)
+    text = "\n\n".join(kept.get(p, p) for p in paragraphs)
     if not text.strip():
         raise IngestError("empty", "HTML page has no readable text")
     if not title:
         title = next((p.lstrip("# ") for p in paragraphs if p.startswith("#")), "")
     return title, text
+
+
+def _keep_structured_blocks(body: Any) -> dict[str, str]:
+    """Replace ``<pre>`` and ``<table>`` with placeholder paragraphs; return their text.
+
+    Code becomes a fenced block with its line breaks; a table becomes ``| a | b |``
+    rows, so the chunker keeps both whole (see :func:`transforms.spans.blocks`).
+    """
+    kept: dict[str, str] = {}
+    for i, table in enumerate(body.find_all("table")):
+        if table.find_parent("table") is not None:
+            continue  # nested tables are flattened into their outer table's cells
+        rows = []
+        for tr in table.find_all("tr"):
+            cells = [" ".join(c.get_text(" ").split()) for c in tr.find_all(["td", "th"])]
+            if any(cells):
+                rows.append("| " + " | ".join(cells) + " |")
+        key = f"evidextable{i}x"
+        kept[key] = "\n".join(rows)
+        table.replace_with(f"\n\n{key}\n\n" if rows else "\n\n")
+    for i, pre in enumerate(body.find_all("pre")):
+        lines = [line.rstrip() for line in pre.get_text().strip("\n").split("\n")]
+        key = f"evidexcode{i}x"
+        kept[key] = "```\n" + "\n".join(lines).replace("```", "` ` `") + "\n```"
+        pre.replace_with(f"\n\n{key}\n\n" if any(lines) else "\n\n")
+    return kept
 
 
 def pdf_to_text(data: bytes) -> tuple[str, str, dict[str, Any]]:
@@ -105,7 +133,9 @@ def pdf_to_text(data: bytes) -> tuple[str, str, dict[str, Any]]:
         raise IngestError("broken_pdf", f"cannot read PDF: {exc}") from exc
     parts, spans, cursor = [], [], 0
     for page_text in pages:
-        cleaned = page_text.strip()
+        # Normalized page by page (NFC never composes across the "\n\n" joints), so
+        # the page offsets hold in the document's normalized text.
+        cleaned = normalize_text(page_text).strip()
         spans.append([cursor, cursor + len(cleaned)])
         parts.append(cleaned)
         cursor += len(cleaned) + 2  # the "\n\n" joining pages

@@ -11,7 +11,7 @@ import os
 import posixpath
 import re
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import IO, Any
 
 import apache_beam as beam
 from apache_beam.io import fileio
@@ -176,6 +176,28 @@ def parse_jsonl_line(
     )
 
 
+def bounded_lines(handle: IO[bytes], limit: int) -> Iterator[tuple[int, bytes, bool]]:
+    """``(line number, line, complete)`` for each line, holding at most ``limit`` bytes.
+
+    A longer line yields its first ``limit`` bytes with ``complete=False``; the rest of
+    it is read through and discarded, so one 50 MB line costs ``limit`` bytes of memory.
+    """
+    number = 0
+    while True:
+        line = handle.readline(limit + 1)
+        if not line:
+            return
+        number += 1
+        if len(line) <= limit or line.endswith(b"\n"):
+            yield number, line, True
+            continue
+        while True:  # skip the remainder of an over-long line
+            rest = handle.readline(limit)
+            if not rest or rest.endswith(b"\n"):
+                break
+        yield number, line[:limit], False
+
+
 class _ParseFileFn(beam.DoFn):
     """ReadableFile -> Document (main) or DeadLetter (tagged ``bad``)."""
 
@@ -243,11 +265,18 @@ class _ParseFileFn(beam.DoFn):
         )
 
     def _jsonl(self, readable: fileio.ReadableFile, source_id: str) -> Iterator[Any]:
+        # A record's line may hold its text plus JSON escapes and other fields: allow 2x
+        # the document limit per line, and never hold more than that in memory.
+        line_limit = 2 * self._config.max_document_bytes
         with readable.open() as handle:
-            for number, line in enumerate(handle, start=1):
+            for number, line, complete in bounded_lines(handle, line_limit):
                 if not line.strip():
                     continue
                 try:
+                    if not complete:
+                        raise IngestError(
+                            "oversized", f"JSON line exceeds {line_limit} bytes; not parsed"
+                        )
                     yield parse_jsonl_line(
                         line,
                         source_uri=f"{readable.metadata.path}#L{number}",

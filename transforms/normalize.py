@@ -1,15 +1,19 @@
 """Surface-form normalization for entity mentions (pure functions, no models).
 
 Contract: ``normalize_surface`` maps spelling variants of one name to one key —
-case, NFKC width/compatibility forms, invisible format characters, whitespace,
+case, NFKC width/compatibility forms, invisible format characters, mixed-script
+lookalike letters (Cyrillic ``а`` inside a Latin word), whitespace,
 hyphens and most punctuation, possessives, leading articles, Greek letters
 spelled out, standalone Roman numerals II-X as digits, and the plural of the
 last word — while keeping every character that distinguishes one thing from
 another (digits, letters, words).
 """
 
+import functools
+import json
 import re
 import unicodedata
+from importlib import resources
 
 _GREEK = {
     "α": "alpha",
@@ -48,6 +52,50 @@ _PUNCT = re.compile(r"[^\w\s+]")
 # word joiner, soft hyphen, byte-order mark.
 _INVISIBLE = re.compile("[\u200b\u200c\u200d\u2060\u00ad\ufeff]")
 _SPACE = re.compile(r"\s+")
+_WORD = re.compile(r"\w+")
+_ASCII_LETTER = re.compile("[a-z]")
+
+
+@functools.cache
+def _latin_lookalikes() -> dict[str, str]:
+    """Non-Latin letters that render like an ASCII letter (Unicode TR39 confusables data,
+    as shipped by ``confusable_homoglyphs``), e.g. Cyrillic ``а`` -> ``a``."""
+    table = json.loads(
+        resources.files("confusable_homoglyphs").joinpath("confusables.json").read_text("utf-8")
+    )
+    folded: dict[str, str] = {}
+    for char, glyphs in table.items():
+        if len(char) != 1 or char.isascii() or not char.isalpha():
+            continue
+        if unicodedata.name(char, "").startswith("LATIN"):
+            continue
+        for glyph in glyphs:
+            target = glyph["c"]
+            if len(target) == 1 and target.isascii() and target.isalpha():
+                folded[char] = target.lower()
+                break
+    return folded
+
+
+def fold_mixed_script(text: str) -> str:
+    """Replace non-Latin lookalike letters inside words that also hold ASCII letters.
+
+    A word written wholly in another script (``Дунай``) is left alone; only the
+    mixed-script spoof (``Dаnube`` with a Cyrillic ``а``) is folded to Latin.
+
+    Example:
+        >>> fold_mixed_script("d\u0430nube")
+        'danube'
+    """
+    lookalikes = _latin_lookalikes()
+
+    def fold(match: re.Match[str]) -> str:
+        word = match.group()
+        if word.isascii() or not _ASCII_LETTER.search(word):
+            return word
+        return "".join(lookalikes.get(ch, ch) for ch in word)
+
+    return _WORD.sub(fold, text)
 
 
 def singular(word: str) -> str:
@@ -79,6 +127,7 @@ def normalize_surface(surface: str) -> str:
     """
     text = unicodedata.normalize("NFKC", _INVISIBLE.sub("", surface))
     text = "".join(_GREEK.get(ch, ch) for ch in text.casefold())
+    text = fold_mixed_script(text)
     text = re.sub(r"['’](s)?\b", " ", text)  # possessives: X's, Xs'
     text = _PUNCT.sub(" ", text.replace("_", " "))
     words = _SPACE.sub(" ", text).strip().split(" ")

@@ -1,14 +1,25 @@
-"""Pure span arithmetic for chunking: paragraphs, sentences, token-bounded packing.
+"""Pure span arithmetic for chunking: structure, sentences, token-bounded packing.
 
 Every function returns half-open ``(start, end)`` character offsets into the
 text it was given, trimmed of surrounding whitespace, so that
 ``text[start:end]`` is exactly what a chunk quotes.
+
+Structure: Markdown headings start sections, and no chunk crosses a heading;
+fenced code blocks, tables (``|`` rows), lists and paragraphs are blocks, kept
+whole when they fit the model window. Inside a section, chunks are packed up to a
+target size; with sentence vectors, a chunk also ends where the similarity of
+adjacent sentences drops below a percentile of the section's similarities
+(semantic breaks), once it holds a minimum number of tokens.
 """
 
 import re
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+import numpy as np
 
 Span = tuple[int, int]
+Unit = tuple[Span, int]
 
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
 # A sentence ends at . ! or ? (optionally followed by closing quotes/brackets)
@@ -102,36 +113,238 @@ def pack(units: Sequence[tuple[Span, int]], target_tokens: int) -> list[Span]:
     return packed
 
 
-def chunk_spans(
-    text: str, *, count_tokens: Callable[[str], int], target_tokens: int, max_tokens: int
+class Block(NamedTuple):
+    """A structural block: ``kind`` is heading, code, table, list or paragraph."""
+
+    kind: str
+    span: Span
+
+
+_FENCE = re.compile(r"[ ]{0,3}(`{3,}|~{3,})")
+_HEADING_LINE = re.compile(r"#{1,6}[ \t]+\S")
+_TABLE_ROW = re.compile(r"[ \t]*\|")
+_LIST_ITEM = re.compile(r"[ \t]*(?:[-*+]|\d+[.)])[ \t]+\S")
+_LINE_ITEM = re.compile(r"\n(?=[ \t]*(?:[-*+]|\d+[.)])[ \t])")
+_LINE = re.compile(r"\n")
+
+
+def blocks(text: str) -> list[Block]:
+    """Headings, fenced code, tables, lists and paragraphs of ``text``, in order.
+
+    A fence left open runs to the end of the text; blank lines end every block but
+    code. Each span is trimmed of surrounding whitespace.
+
+    Example:
+        >>> [b.kind for b in blocks("# T\n\nSome text.\n\n| a | b |\n|---|---|")]
+        ['heading', 'paragraph', 'table']
+    """
+    found: list[Block] = []
+    kind: str | None = None
+    start = 0
+    fence = ""
+
+    def close(end: int) -> None:
+        nonlocal kind
+        if kind is not None:
+            trimmed = _trimmed(text, start, end)
+            if trimmed:
+                found.append(Block(kind, trimmed))
+        kind = None
+
+    offset = 0
+    for line in text.split("\n"):
+        line_start, offset = offset, offset + len(line) + 1
+        line_end = line_start + len(line)
+        if kind == "code":
+            marker = _FENCE.match(line)
+            if marker and marker.group(1)[0] == fence[0] and len(marker.group(1)) >= len(fence):
+                close(line_end)
+            continue
+        if not line.strip():
+            close(line_start)
+            continue
+        marker = _FENCE.match(line)
+        if marker:
+            close(line_start)
+            kind, start, fence = "code", line_start, marker.group(1)
+        elif _HEADING_LINE.match(line):
+            close(line_start)
+            found.append(Block("heading", _trimmed(text, line_start, line_end) or (0, 0)))
+        elif _TABLE_ROW.match(line):
+            if kind != "table":
+                close(line_start)
+                kind, start = "table", line_start
+        elif _LIST_ITEM.match(line):
+            if kind != "list":
+                close(line_start)
+                kind, start = "list", line_start
+        elif kind is None or kind == "table":
+            close(line_start)
+            kind, start = "paragraph", line_start
+    close(len(text))
+    return found
+
+
+def sections(found: Sequence[Block]) -> list[list[Block]]:
+    """Blocks grouped into sections, each starting at a heading (or the text's start)."""
+    grouped: list[list[Block]] = []
+    for block in found:
+        if block.kind == "heading" or not grouped:
+            grouped.append([])
+        grouped[-1].append(block)
+    return grouped
+
+
+def _units_of_block(
+    text: str, block: Block, count_tokens: Callable[[str], int], target: int, max_tokens: int
+) -> list[Unit]:
+    """A block as one unit when it fits, else its items, lines or sentences, then windows."""
+    n = count_tokens(text[block.span[0] : block.span[1]])
+    whole_limit = max_tokens if block.kind in ("code", "table") else target
+    if n <= whole_limit:
+        return [(block.span, n)]
+    if block.kind in ("code", "table"):
+        parts = _split(text, block.span[0], block.span[1], _LINE)
+    elif block.kind == "list":
+        parts = _split(text, block.span[0], block.span[1], _LINE_ITEM)
+    else:
+        parts = sentences(text, block.span)
+    units: list[Unit] = []
+    for part in parts:
+        n = count_tokens(text[part[0] : part[1]])
+        if n <= max_tokens:
+            units.append((part, n))
+            continue
+        for window in word_windows(text, part, count_tokens, max_tokens):
+            units.append((window, count_tokens(text[window[0] : window[1]])))
+    return _repacked(units, target, block.kind)
+
+
+def _repacked(units: list[Unit], target: int, kind: str) -> list[Unit]:
+    # Lines of code and table rows are packed back into pieces that fit; sentences and
+    # items stay separate units so that semantic breaks can fall between them.
+    if kind not in ("code", "table"):
+        return units
+    packed: list[Unit] = []
+    for span, n in units:
+        if packed and packed[-1][1] + n <= target:
+            packed[-1] = ((packed[-1][0][0], span[1]), packed[-1][1] + n)
+        else:
+            packed.append((span, n))
+    return packed
+
+
+def semantic_pack(
+    units: Sequence[Unit],
+    vectors: np.ndarray,
+    *,
+    target_tokens: int,
+    min_tokens: int,
+    percentile: float,
 ) -> list[Span]:
-    """Paragraph-first, sentence-second, word-last spans bounded by the model window.
+    """Merge consecutive units, breaking where adjacent similarity drops or the target is hit.
+
+    Args:
+        units: ``((start, end), n_tokens)`` of one section, in order.
+        vectors: unit-norm vectors of the units' texts, one row per unit.
+        target_tokens: a chunk never grows past this by merging.
+        min_tokens: a semantic break needs at least this many tokens before it.
+        percentile: gaps (``1 - cosine``) at or above this percentile of the
+            section's gaps are break candidates.
+    """
+    if len(units) < 3:
+        return pack(units, target_tokens)
+    gaps = 1.0 - np.einsum("ij,ij->i", vectors[:-1], vectors[1:])
+    threshold = float(np.percentile(gaps, percentile))
+    packed: list[Span] = []
+    current: Span | None = None
+    used = 0
+    for i, (span, n) in enumerate(units):
+        if current is not None:
+            drop = gaps[i - 1] >= threshold and used >= min_tokens
+            if drop or used + n > target_tokens:
+                packed.append(current)
+                current, used = None, 0
+        current = span if current is None else (current[0], span[1])
+        used += n
+    if current is not None:
+        packed.append(current)
+    return packed
+
+
+def chunk_spans(
+    text: str,
+    *,
+    count_tokens: Callable[[str], int],
+    target_tokens: int,
+    max_tokens: int,
+    embed: Callable[[list[str]], np.ndarray] | None = None,
+    min_tokens: int = 0,
+    percentile: float = 90.0,
+) -> list[Span]:
+    """Section-bounded, block-aware spans within the model window.
 
     Args:
         text: normalized document text.
         count_tokens: the embedding model's tokenizer, counting without special tokens.
         target_tokens: preferred upper size of a chunk.
         max_tokens: hard upper size (the model's window less special tokens).
+        embed: unit-norm vectors for a list of texts; when given, sections larger
+            than the target also break at similarity drops (see :func:`semantic_pack`).
+            Only the units of such sections are embedded, all in one call.
+        min_tokens: the least a chunk holds before a semantic break.
+        percentile: which similarity drops count as breaks.
 
     Returns:
-        Non-overlapping spans in order, each within ``max_tokens`` unless a
-        single word exceeds it.
+        Non-overlapping spans in order, none crossing a heading, each within
+        ``max_tokens`` unless a single word exceeds it.
     """
     target = min(target_tokens, max_tokens)
-    units: list[tuple[Span, int]] = []
-    for para in paragraphs(text):
-        n = count_tokens(text[para[0] : para[1]])
-        if n <= target:
-            units.append((para, n))
-            continue
-        for sent in sentences(text, para):
-            n = count_tokens(text[sent[0] : sent[1]])
-            if n <= max_tokens:
-                units.append((sent, n))
-                continue
-            for window in word_windows(text, sent, count_tokens, max_tokens):
-                units.append((window, count_tokens(text[window[0] : window[1]])))
-    return pack(units, target)
+    per_section: list[list[Unit]] = []
+    for section in sections(blocks(text)):
+        units: list[Unit] = []
+        for block in section:
+            units.extend(_units_of_block(text, block, count_tokens, target, max_tokens))
+        per_section.append(units)
+    wanted = [
+        i
+        for i, units in enumerate(per_section)
+        if embed is not None and len(units) >= 3 and sum(n for _, n in units) > target
+    ]
+    vectors: dict[int, np.ndarray] = {}
+    if wanted and embed is not None:
+        texts = [text[s:e] for i in wanted for (s, e), _ in per_section[i]]
+        matrix = np.asarray(embed(texts), dtype=np.float32)
+        row = 0
+        for i in wanted:
+            vectors[i] = matrix[row : row + len(per_section[i])]
+            row += len(per_section[i])
+    spans: list[Span] = []
+    for i, units in enumerate(per_section):
+        if i in vectors:
+            spans.extend(
+                semantic_pack(
+                    units,
+                    vectors[i],
+                    target_tokens=target,
+                    min_tokens=min_tokens,
+                    percentile=percentile,
+                )
+            )
+        else:
+            spans.extend(pack(units, target))
+    return spans
+
+
+def page_range(pages: Sequence[Span], start: int, end: int) -> tuple[int | None, int | None]:
+    """1-based first and last page overlapping ``[start, end)``; ``(None, None)`` if none.
+
+    Example:
+        >>> page_range([(0, 10), (12, 30)], 5, 20)
+        (1, 2)
+    """
+    hit = [number for number, (s, e) in enumerate(pages, start=1) if s < end and start < e]
+    return (hit[0], hit[-1]) if hit else (None, None)
 
 
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$", re.MULTILINE)

@@ -20,7 +20,8 @@ def chunks_frame(path: str, documents: pd.DataFrame) -> pd.DataFrame:
 
     Derived columns: ``doc_found`` (the chunk's document exists with the same
     revision), ``doc_length``, ``span_text_matches`` (``text`` equals the
-    document's ``[start, end)``), ``embedding_dim``, ``embedding_norm`` and
+    document's ``[start, end)``), ``pages_ordered`` (no pages, or
+    ``1 <= page_start <= page_end``), ``embedding_dim``, ``embedding_norm`` and
     ``embedding_finite``.
     """
     table = pq.read_table(path)
@@ -37,6 +38,14 @@ def chunks_frame(path: str, documents: pd.DataFrame) -> pd.DataFrame:
             frame["doc_id"], frame["start"], frame["end"], frame["text"], strict=True
         )
     ]
+    if {"page_start", "page_end"} <= set(frame.columns):
+        first, last = frame["page_start"], frame["page_end"]
+        frame["pages_ordered"] = [
+            (pd.isna(a) and pd.isna(b)) or (not pd.isna(a) and not pd.isna(b) and 1 <= a <= b)
+            for a, b in zip(first, last, strict=True)
+        ]
+    else:
+        frame["pages_ordered"] = True
     vectors = embedding_matrix(table.column("embedding"))
     frame["embedding_dim"] = vectors.shape[1]
     frame["embedding_norm"] = np.linalg.norm(vectors, axis=1)

@@ -29,6 +29,7 @@ from evidex.bundles import (
     VALIDATION_REPORT,
     BundleError,
     manifest_sha256,
+    partition_index,
     read_manifest,
     verify_files,
     verify_index_headers,
@@ -266,8 +267,29 @@ def _table_checks(
         checks += _run_suite(context, suites.failures_suite(stage), frame, f"failures_{stage}")
     keys, vectors = frames.chunk_vectors(os.path.join(path, CHUNKS))
     checks += ann_checks(os.path.join(path, CHUNK_INDEX), keys, vectors)
+    checks += _partition_checks(path, chunks, keys, vectors)
     if os.path.exists(os.path.join(path, ENTITIES)):
         checks += _knowledge_checks(context, path, docs, chunks, dimension)
+    return checks
+
+
+def _partition_checks(
+    path: str, chunks: pd.DataFrame, keys: np.ndarray, vectors: np.ndarray
+) -> list[CheckResult]:
+    """Each access-class HNSW partition holds exactly that class's chunks, with recall."""
+    class_of_key = {
+        int(k): a for k, a in zip(chunks["ann_key"], chunks["access_class"], strict=True)
+    }
+    checks: list[CheckResult] = []
+    for access_class in ACCESS_CLASSES:
+        rel = partition_index(access_class)
+        if not os.path.exists(os.path.join(path, rel)):
+            continue
+        mask = np.array([class_of_key.get(int(k)) == access_class for k in keys], dtype=bool)
+        checks += [
+            c.model_copy(update={"name": c.name.replace("ann.", f"ann.chunks.{access_class}.")})
+            for c in ann_checks(os.path.join(path, rel), keys[mask], vectors[mask])
+        ]
     return checks
 
 

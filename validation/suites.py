@@ -62,7 +62,7 @@ def chunks_suite(
             column_A="doc_length", column_B="end", or_equal=True
         )
     )
-    for flag in ("doc_found", "span_text_matches", "embedding_finite"):
+    for flag in ("doc_found", "span_text_matches", "pages_ordered", "embedding_finite"):
         suite.add_expectation(gxe.ExpectColumnValuesToBeInSet(column=flag, value_set=[True]))
     suite.add_expectation(
         gxe.ExpectColumnValuesToBeBetween(column="n_tokens", min_value=1, max_value=max_tokens)

@@ -69,3 +69,27 @@ def test_lexical_arm_only_ranks_rows_with_a_positive_score(big_bundle):
     hits = lexical_arm(big_bundle, "row17", 50, None)
     assert [h.row for h in hits] == [17]
     assert lexical_arm(big_bundle, "unknownword", 50, None) == []
+
+
+def test_a_large_visible_class_is_searched_in_its_own_hnsw_partition(big_bundle):
+    restricted = np.flatnonzero(big_bundle.access_classes == "restricted")
+    vectors = big_bundle.vectors()
+    partition = build_index(big_bundle.keys[restricted], vectors[restricted], config=AnnConfig())
+    big_bundle.partitions["restricted"] = partition
+    try:
+        rows = visible_rows(big_bundle, ["restricted"])
+        assert len(rows) == N - 3
+        for probe in (0, 7, 42, 2999):
+            query_vector = vectors[probe]
+            via_partition = dense_arm(big_bundle, query_vector, 50, rows, exact_max_rows=100)
+            exact = dense_arm(big_bundle, query_vector, 50, rows, exact_max_rows=10**9)
+            assert {h.row for h in via_partition} <= set(rows.tolist())
+            overlap = {h.row for h in via_partition[:10]} & {h.row for h in exact[:10]}
+            assert len(overlap) >= 9
+            assert len(via_partition) == 50
+        # a class too small for its partition (or without one) is searched exactly
+        public = visible_rows(big_bundle, ["public"])
+        hits = dense_arm(big_bundle, vectors[0], 10, public, exact_max_rows=100)
+        assert {h.row for h in hits} == set(public.tolist())
+    finally:
+        big_bundle.partitions.clear()

@@ -1,5 +1,7 @@
 import datetime as dt
 
+import pytest
+
 from query.admission import admit, query_window
 from query.anchors import find_anchors
 from query.router import route
@@ -84,3 +86,40 @@ def test_unknown_without_evidence_or_out_of_scope():
         admit("hi", [Item("x")], anchors=[], operation="out_of_scope", today=TODAY).status
         == "UNKNOWN"
     )
+
+
+@pytest.fixture(scope="module")
+def ner():
+    from evidex.config import DEFAULT_SPACY_PIPELINE
+    from query.ner import QueryEntities
+
+    return QueryEntities.load(DEFAULT_SPACY_PIPELINE)
+
+
+def test_spacy_names_become_anchors_even_in_lower_case(ner):
+    decision = route("what did barack obama say about nasa?", recognizer=ner)
+    assert "nasa" in decision.anchors
+    assert decision.operation == "entity"
+    assert "spaCy named entity 'nasa' (ORG)" in decision.reasons
+    assert route("what did barack obama say about nasa?").anchors == ()  # rules alone miss it
+
+
+def test_spacy_dates_make_a_lookup_temporal(ner):
+    decision = route("ferry timetable last week", recognizer=ner)
+    assert decision.operation == "temporal"
+    assert "spaCy date or time: 'last week'" in decision.reasons
+    assert route("ferry timetable last week").operation == "lookup"
+
+
+def test_spacy_does_not_duplicate_an_anchor_the_rules_found(ner):
+    decision = route("Which river reaches the Black Sea?", recognizer=ner)
+    assert decision.anchors == ("Black Sea",)
+
+
+def test_answers_route_with_the_bundles_spacy_pipeline(validated_root, st_model):
+    from query import answer, load_bundle
+
+    bundle = load_bundle(str(validated_root), model=st_model)
+    assert bundle.manifest.model.spacy_pipeline  # the test bundle has a knowledge layer
+    result = answer(bundle, "what did the danube do in romania?", k=3)
+    assert any(r.startswith("spaCy named entity") for r in result.route.reasons)

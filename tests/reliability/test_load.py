@@ -1,4 +1,4 @@
-"""Load (issue 9, item 8), scaled down: 16 concurrent HTTP clients against a real
+"""Load (issue 9, item 8): 16 concurrent HTTP clients against a real
 uvicorn server on loopback for LOAD_SECONDS while ``b2`` is activated and then
 rolled back to ``b1``; zero 5xx, every answer from one whole bundle, p99 recorded.
 
@@ -19,7 +19,7 @@ from evidex.activation import activate, rollback
 from query.server import create_app
 
 CLIENTS = 16
-LOAD_SECONDS = 20.0
+LOAD_SECONDS = 60.0
 QUERIES = ["How is green tea made?", "Which river reaches the Black Sea?", "barn owls", "rust"]
 
 

@@ -1,16 +1,18 @@
 """Resource faults (issue 9, item 4): a full disk and a read-only bundle root.
 
-*Full disk* is injected: ``transforms.write.write_parquet`` raises
-``OSError(ENOSPC)`` when the build writes ``chunks.parquet`` (the documents and
-dead-letter tables before it succeed), which is what a filled filesystem does
-mid-build. *Read-only root* is real: a tmpfs remounted read-only when the test
-runs as root (otherwise a directory with mode 0555); skipped if neither makes
-the root unwritable. Either way the build must fail naming the cause, leave
+*Full disk* is real (a size-limited tmpfs left with 64 KiB free, when the test
+runs as root) and also injected at each writer: ``transforms.write.write_parquet``
+raises ``OSError(ENOSPC)`` for ``chunks.parquet`` (the tables before it succeed),
+and USearch's ``Index.save`` and ``bm25s.BM25.save`` raise it for every index.
+*Read-only root* is real: a tmpfs remounted read-only when the test runs as root
+(otherwise a directory with mode 0555); skipped if neither makes the root
+unwritable. Either way the build must fail naming the cause, leave
 ``ACTIVE``, ``history.jsonl`` and ``bundles/`` exactly as they were, and leave
 nothing that ``activate`` accepts.
 """
 
 import errno
+import importlib
 import os
 import shutil
 import subprocess
@@ -62,6 +64,78 @@ def test_a_full_disk_at_the_parquet_writer_fails_the_build_cleanly(
     with pytest.raises(ActivationError, match="cannot activate enospc:"):
         activate(str(root), "enospc")
     assert _snapshot(root) == before
+
+
+def _no_space(*_args, **_kwargs):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "scratch")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("writer", "patch"),
+    [
+        ("usearch", ("usearch.index", "Index", "save")),
+        ("bm25", ("bm25s", "BM25", "save")),
+    ],
+)
+def test_a_full_disk_at_the_index_writers_fails_the_build_cleanly(
+    writer, patch, validated_root, tiny_corpus, tmp_path, monkeypatch
+):
+    module, owner, method = patch
+    root = tmp_path / "root"
+    shutil.copytree(validated_root, root)
+    before = _snapshot(root)
+    monkeypatch.setattr(getattr(importlib.import_module(module), owner), method, _no_space)
+    with pytest.raises(BuildFailedError, match=r"\[Errno 28\] No space left on device"):
+        run(
+            ["--input", str(tiny_corpus), "--root", str(root), "--knowledge=false"],
+            bundle_id=f"enospc-{writer}",
+        )
+    assert _snapshot(root) == before
+    assert not (root / "bundles" / f"enospc-{writer}").exists()
+    with pytest.raises(ActivationError, match=f"cannot activate enospc-{writer}:"):
+        activate(str(root), f"enospc-{writer}")
+
+
+def _mount_tmpfs(mount: Path, size_bytes: int) -> bool:
+    if os.geteuid() != 0:
+        return False
+    command = ["mount", "-t", "tmpfs", "-o", f"size={size_bytes}", "tmpfs", str(mount)]
+    return subprocess.run(command, check=False, capture_output=True).returncode == 0
+
+
+def _tree_bytes(root: Path) -> int:
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+
+
+@pytest.mark.slow
+def test_a_really_full_filesystem_fails_the_build_cleanly(validated_root, tiny_corpus, tmp_path):
+    """A real tmpfs holding the existing root with 64 KiB to spare: the build runs out."""
+    mount = tmp_path / "full"
+    mount.mkdir()
+    used = _tree_bytes(validated_root)
+    if not _mount_tmpfs(mount, used + 512 * 1024):
+        pytest.skip("needs root to mount a size-limited tmpfs")
+    try:
+        root = mount / "root"
+        shutil.copytree(validated_root, root)
+        filler = mount / "filler"  # leave 64 KiB free, whatever tmpfs rounds the size to
+        free = shutil.disk_usage(mount).free
+        filler.write_bytes(b"\0" * max(0, free - 64 * 1024))
+        before = _snapshot(root)
+        # Wherever the space runs out: a direct OSError, or a Beam stage failing on it.
+        with pytest.raises((OSError, BuildFailedError)) as failure:
+            run(
+                ["--input", str(tiny_corpus), "--root", str(root), "--knowledge=false"],
+                bundle_id="full",
+            )
+        assert "No space left on device" in str(failure.value)
+        assert _snapshot(root) == before
+        assert not (root / "bundles" / "full").exists()
+        with pytest.raises(ActivationError, match="cannot activate full:"):
+            activate(str(root), "full")
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import unicodedata
 
 import pytest
 
-from evidex.config import DEFAULT_SPACY_PIPELINE, IngestConfig
+from evidex.config import DEFAULT_SPACY_PIPELINE, ChunkConfig, IngestConfig
 from schemas import normalize_text, revision_of
 from transforms.chunk import chunk_document
 from transforms.extract import load_spacy
@@ -54,7 +54,9 @@ def test_nfc_and_nfd_variants_collapse_to_one_revision():
 
 def test_zero_width_and_bidi_characters_do_not_break_chunk_spans(token_counter):
     doc = _doc(HOSTILE_TEXT)
-    chunks = chunk_document(doc, count_tokens=token_counter, target_tokens=40, max_tokens=254)
+    chunks = chunk_document(
+        doc, count_tokens=token_counter, config=ChunkConfig(target_tokens=40), max_tokens=254
+    )
     assert len(chunks) > 3
     for c in chunks:
         assert doc.text[c.start : c.end] == c.text
@@ -67,7 +69,9 @@ def test_zero_width_and_bidi_characters_do_not_break_chunk_spans(token_counter):
 
 def test_mentions_and_statements_quote_their_exact_spans(token_counter, nlp):
     doc = _doc(HOSTILE_TEXT)
-    chunks = chunk_document(doc, count_tokens=token_counter, target_tokens=60, max_tokens=254)
+    chunks = chunk_document(
+        doc, count_tokens=token_counter, config=ChunkConfig(target_tokens=60), max_tokens=254
+    )
     mentions, statements = [], []
     for chunk in chunks:
         found, said = extract_from_doc(nlp(chunk.text), chunk)
@@ -100,11 +104,21 @@ def test_a_zero_width_character_inside_a_name_does_not_split_it(variant):
     assert normalize_surface(variant) == normalize_surface("Danube")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="DEFECT (not fixed here): mixed-script confusables are not folded, so "
-    "'Dаnube' (Cyrillic а) is a separate entity; folding needs a confusables table "
-    "(Unicode TR39), which no dependency here provides",
+@pytest.mark.parametrize(
+    "spoof",
+    [
+        "D\u0430nube",  # Cyrillic small a
+        "\u0421zech Republic",  # Cyrillic capital Es
+        "Dan\u03bfbe",  # Greek omicron
+        "D\u0430n\u0443be",  # two Cyrillic letters
+    ],
 )
-def test_a_cyrillic_lookalike_does_not_split_an_entity():
-    assert normalize_surface("D\u0430nube") == normalize_surface("Danube")
+def test_a_mixed_script_lookalike_does_not_split_an_entity(spoof):
+    plain = spoof.translate(str.maketrans("\u0430\u0421\u03bf\u0443", "aCoy"))
+    assert normalize_surface(spoof) == normalize_surface(plain)
+
+
+def test_words_wholly_in_another_script_are_not_folded_to_latin():
+    assert normalize_surface("\u0414\u0443\u043d\u0430\u0439") == "\u0434\u0443\u043d\u0430\u0439"
+    assert normalize_surface("Danube") != normalize_surface("\u0414\u0430\u043d\u0443\u0431\u0435")
+    assert normalize_surface("TNF-\u03b1") == "tnf alpha"  # Greek letters keep their spelled names

@@ -105,3 +105,17 @@ def test_read_documents_handles_html_and_pdf(tmp_path):
             equal_to([("bad.pdf", "broken_pdf")]),
             label="dead",
         )
+
+
+def test_html_code_and_tables_stay_structured_blocks():
+    from transforms.spans import blocks
+
+    html = (
+        b"<html><body><h1>Guide</h1><p>Intro text here.</p>"
+        b"<table><tr><th>plan</th><th>limit</th></tr><tr><td>UPI Lite</td><td>500</td></tr>"
+        b"</table><pre>def f():\n    return 1\n\nx = f()</pre><p>After.</p></body></html>"
+    )
+    _, text = html_to_text(html)
+    assert "| plan | limit |\n| UPI Lite | 500 |" in text
+    assert "```\ndef f():\n    return 1\n\nx = f()\n```" in text
+    assert [b.kind for b in blocks(text)] == ["heading", "paragraph", "table", "code", "paragraph"]

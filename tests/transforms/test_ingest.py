@@ -1,3 +1,5 @@
+import io
+
 import apache_beam as beam
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
@@ -9,6 +11,7 @@ from tests.conftest import write_corpus
 from transforms.ingest import (
     IngestError,
     ReadDocuments,
+    bounded_lines,
     parse_jsonl_line,
     pattern_and_root,
     relative_id,
@@ -141,3 +144,15 @@ def test_jsonl_records_can_set_access_role_and_validity():
         with pytest.raises(IngestError, match=reason) as info:
             parse_jsonl_line(line, source_uri="f", config=IngestConfig())
         assert info.value.error_type == "invalid_field"
+
+
+def test_bounded_lines_cut_an_over_long_line_and_keep_counting():
+    data = b'{"a": 1}\n' + b"z" * 100 + b"\n" + b"last-without-newline"
+    got = list(bounded_lines(io.BytesIO(data), 16))
+    assert got == [
+        (1, b'{"a": 1}\n', True),
+        (2, b"z" * 16, False),
+        (3, b"last-without-newline"[:16], False),
+    ]
+    exact = list(bounded_lines(io.BytesIO(b"x" * 16 + b"\n" + b"y\n"), 16))
+    assert exact == [(1, b"x" * 16 + b"\n", True), (2, b"y\n", True)]

@@ -1,10 +1,19 @@
 import itertools
 import re
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transforms.spans import chunk_spans, pack, paragraphs, sentences
+from transforms.spans import (
+    blocks,
+    chunk_spans,
+    pack,
+    page_range,
+    paragraphs,
+    semantic_pack,
+    sentences,
+)
 
 
 def words(text: str) -> int:
@@ -78,3 +87,99 @@ def test_heading_paths_follow_markdown_nesting():
         "Guide > Fees",
     ]
     assert heading_paths("no headings here", [0, 3]) == ["", ""]
+
+
+STRUCTURED = """# Guide
+
+Intro paragraph that says what the guide covers.
+
+## Limits
+
+| plan | limit |
+|---|---|
+
+| UPI Lite | 500 |
+
+- first item
+- second item
+  continues here
+
+```python
+def f():
+
+    return 1
+```
+
+Closing words.
+"""
+
+
+def test_blocks_name_headings_code_tables_lists_and_paragraphs():
+    found = blocks(STRUCTURED)
+    kinds = [b.kind for b in found]
+    assert kinds == [
+        "heading",
+        "paragraph",
+        "heading",
+        "table",
+        "table",
+        "list",
+        "code",
+        "paragraph",
+    ]
+    code = next(b for b in found if b.kind == "code")
+    assert STRUCTURED[code.span[0] : code.span[1]].endswith("    return 1\n```")
+    listed = next(b for b in found if b.kind == "list")
+    assert STRUCTURED[listed.span[0] : listed.span[1]].endswith("continues here")
+
+
+def test_an_unclosed_fence_runs_to_the_end():
+    text = "Para.\n\n```\ncode\n\nmore code"
+    assert [b.kind for b in blocks(text)] == ["paragraph", "code"]
+    assert text[slice(*blocks(text)[1].span)] == "```\ncode\n\nmore code"
+
+
+def test_no_chunk_crosses_a_heading_even_when_both_sections_fit_together():
+    text = "# A\n\nshort one.\n\n# B\n\nshort two."
+    spans = chunk_spans(text, count_tokens=words, target_tokens=100, max_tokens=100)
+    assert [text[s:e] for s, e in spans] == ["# A\n\nshort one.", "# B\n\nshort two."]
+
+
+def test_a_code_block_that_fits_the_window_is_never_cut_even_past_the_target():
+    code = "```\n" + "\n\n".join(f"x{i} = {i}" for i in range(10)) + "\n```"
+    text = f"Before.\n\n{code}\n\nAfter."
+    spans = chunk_spans(text, count_tokens=words, target_tokens=8, max_tokens=40)
+    assert code in [text[s:e] for s, e in spans]
+
+
+def test_an_oversized_table_is_cut_between_rows():
+    rows = "\n".join(f"| row {i} | value {i} |" for i in range(20))
+    spans = chunk_spans(rows, count_tokens=words, target_tokens=12, max_tokens=12)
+    for s, e in spans:
+        piece = rows[s:e]
+        assert piece.startswith("| row") and piece.endswith("|")
+        assert words(piece) <= 12
+
+
+def test_semantic_pack_breaks_at_the_largest_similarity_drop():
+    units = [((i * 10, i * 10 + 9), 5) for i in range(6)]
+    a, b = np.array([1.0, 0.0]), np.array([0.0, 1.0])
+    near_a = np.array([0.995, 0.0998])
+    vectors = np.stack([a, near_a, a, b, b, b])
+    # Greedy packing at target 20 would cut after the 4th unit; the topic turns after the 3rd.
+    assert pack(units, 20) == [(0, 39), (40, 59)]
+    got = semantic_pack(units, vectors, target_tokens=20, min_tokens=5, percentile=80)
+    assert got == [(0, 29), (30, 59)]
+    # Below min_tokens no semantic break is taken.
+    assert semantic_pack(units, vectors, target_tokens=20, min_tokens=16, percentile=80) == [
+        (0, 39),
+        (40, 59),
+    ]
+
+
+def test_page_range_maps_a_span_to_the_pages_it_touches():
+    pages = [(0, 10), (12, 30), (32, 40)]
+    assert page_range(pages, 0, 5) == (1, 1)
+    assert page_range(pages, 5, 33) == (1, 3)
+    assert page_range(pages, 10, 12) == (None, None)
+    assert page_range([], 0, 5) == (None, None)

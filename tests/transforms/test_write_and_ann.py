@@ -9,7 +9,13 @@ from usearch.index import Index
 
 from evidex.config import AnnConfig
 from schemas import Chunk, EmbeddedChunk, ann_key, chunk_id, register_coders
-from transforms.ann import AnnKeyCollisionError, BuildAnnIndex, build_index, keys_and_vectors
+from transforms.ann import (
+    AnnKeyCollisionError,
+    BuildAnnIndex,
+    BuildAnnPartitions,
+    build_index,
+    keys_and_vectors,
+)
 from transforms.write import WriteTable, chunk_rows_table
 
 
@@ -84,3 +90,38 @@ def test_build_ann_index_transform_writes_a_mappable_file(tmp_path):
     assert len(index) == 50 and index.ndim == 16
     top = index.search(np.asarray(embedded[7].embedding, dtype=np.float32), 1)
     assert int(top.keys[0]) == ann_key(embedded[7].chunk.chunk_id)
+
+
+def _with_classes(embedded: list[EmbeddedChunk], classes: list[str]) -> list[EmbeddedChunk]:
+    return [
+        e._replace(chunk=e.chunk._replace(access_class=classes[i % len(classes)]))
+        for i, e in enumerate(embedded)
+    ]
+
+
+def test_partitions_are_built_per_large_class_and_only_with_several_classes(tmp_path):
+    register_coders()
+    mixed = _with_classes(_embedded(60), ["public", "public", "internal", "confidential"])
+    # 30 public, 15 internal, 15 confidential; partitions only above 20 rows
+    out = tmp_path / "mixed"
+    out.mkdir()
+    with TestPipeline() as p:
+        _ = (
+            p
+            | beam.Create(mixed)
+            | BuildAnnPartitions(str(out), dimension=16, config=AnnConfig(partition_min_rows=20))
+        )
+    assert sorted(f.name for f in out.iterdir()) == ["chunks.public.usearch"]
+    index = Index.restore(str(out / "chunks.public.usearch"), view=True)
+    public = [e for e in mixed if e.chunk.access_class == "public"]
+    assert sorted(int(k) for k in index.keys) == sorted(ann_key(e.chunk.chunk_id) for e in public)
+
+    single = tmp_path / "single"
+    single.mkdir()
+    with TestPipeline() as p:
+        _ = (
+            p
+            | beam.Create(_embedded(60))
+            | BuildAnnPartitions(str(single), dimension=16, config=AnnConfig(partition_min_rows=1))
+        )
+    assert list(single.iterdir()) == []  # one class: the main index serves every caller
