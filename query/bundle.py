@@ -273,6 +273,7 @@ class BundleReader:
         self._root = resolve_root(root)
         self._verify = verify
         self._current = load_bundle(self._root, verify=verify, model=model)
+        self._current.recognizer()  # load the query NER now, not on the first request
 
     @property
     def current(self) -> LoadedBundle:
@@ -289,5 +290,9 @@ class BundleReader:
             )
         except ModelMismatchError:  # the new bundle was built with another model
             fresh = load_bundle(self._root, bundle_id=active, verify=self._verify)
+        old = self._current
+        if fresh.manifest.model.spacy_pipeline == old.manifest.model.spacy_pipeline:
+            fresh._recognizer, fresh._recognizer_loaded = old._recognizer, old._recognizer_loaded
+        fresh.recognizer()  # before the swap: no request waits for spaCy to load
         self._current = fresh
         return True
