@@ -121,11 +121,11 @@ class _BuildPartitionFn(beam.DoFn):
     def process(self, item: tuple[str, Iterable[Any]], n_classes: int) -> Any:
         access_class, grouped = item
         embedded = list(grouped)
-        if n_classes < 2 or len(embedded) <= self._config.partition_min_rows:
-            return  # exact search serves this class (or every caller sees everything)
-        path = FileSystems.join(self._directory, partition_file(access_class))
-        builder = _BuildIndexFn(path=path, dimension=self._dimension, config=self._config)
-        yield from builder.process(embedded)
+        # Small classes are searched exactly; with one class every caller sees everything.
+        if n_classes >= 2 and len(embedded) > self._config.partition_min_rows:
+            path = FileSystems.join(self._directory, partition_file(access_class))
+            builder = _BuildIndexFn(path=path, dimension=self._dimension, config=self._config)
+            yield from builder.process(embedded)
 
 
 def partition_file(access_class: str) -> str:
