@@ -40,7 +40,7 @@ COMMUNITY_INDEX = "communities.usearch"
 
 
 def partition_index(access_class: str) -> str:
-    """File of the HNSW partition over one access class's chunks (``transforms.ann``)."""
+    """File of the HNSW partition over one access class's chunks."""
     return f"chunks.{access_class}.usearch"
 
 

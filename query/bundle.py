@@ -75,6 +75,7 @@ class LoadedBundle:
     _row_of_chunk: dict[str, int] = field(default_factory=dict, repr=False)
     _row_of_key: dict[int, int] = field(default_factory=dict, repr=False)
     _vectors: np.ndarray | None = field(default=None, repr=False)
+    _rows_of_class: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     _recognizer: Any = field(default=None, repr=False)
     _recognizer_loaded: bool = field(default=False, repr=False)
 
@@ -94,6 +95,15 @@ class LoadedBundle:
         if not self._row_of_key:
             self._row_of_key = {int(k): i for i, k in enumerate(self.keys.tolist())}
         return self._row_of_key[int(key)]
+
+    def rows_of_class(self) -> dict[str, np.ndarray]:
+        """Ascending chunk rows of each access class present (computed once)."""
+        if not self._rows_of_class:
+            classes = np.asarray(self.access_classes, dtype=object)
+            self._rows_of_class = {
+                str(c): np.flatnonzero(classes == c) for c in sorted(set(classes.tolist()))
+            }
+        return self._rows_of_class
 
     def vectors(self) -> np.ndarray:
         """All chunk vectors (n x d float32), read on first use for filtered search."""

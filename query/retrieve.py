@@ -53,10 +53,11 @@ def visible_rows(bundle: LoadedBundle, access: Iterable[str] | None) -> np.ndarr
     if access is None:
         return None
     allowed = set(access)
-    mask = np.fromiter(
-        (a in allowed for a in bundle.access_classes), dtype=bool, count=len(bundle.access_classes)
-    )
-    return None if mask.all() else np.flatnonzero(mask)
+    by_class = bundle.rows_of_class()
+    if set(by_class) <= allowed:
+        return None
+    visible = [rows for access_class, rows in by_class.items() if access_class in allowed]
+    return np.sort(np.concatenate(visible)) if visible else np.empty(0, dtype=np.intp)
 
 
 def dense_arm(

@@ -18,6 +18,7 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
+from evidex.bundles import partition_index
 from evidex.config import AnnConfig
 from schemas import EmbeddedChunk, ann_key
 
@@ -123,14 +124,9 @@ class _BuildPartitionFn(beam.DoFn):
         embedded = list(grouped)
         # Small classes are searched exactly; with one class every caller sees everything.
         if n_classes >= 2 and len(embedded) > self._config.partition_min_rows:
-            path = FileSystems.join(self._directory, partition_file(access_class))
+            path = FileSystems.join(self._directory, partition_index(access_class))
             builder = _BuildIndexFn(path=path, dimension=self._dimension, config=self._config)
             yield from builder.process(embedded)
-
-
-def partition_file(access_class: str) -> str:
-    """Name of one access class's HNSW partition (see ``evidex.bundles.partition_index``)."""
-    return f"chunks.{access_class}.usearch"
 
 
 class BuildAnnPartitions(beam.PTransform):

@@ -121,17 +121,15 @@ def chunk_document(
 class SentenceVectors:
     """Unit-norm vectors of sentences, from the embedding model, for semantic breaks."""
 
-    def __init__(self, model: str) -> None:
-        from evidex.models import load_sentence_transformer
-
-        self._model = load_sentence_transformer(model)
+    def __init__(self, model: Any) -> None:
+        self._model = model
 
     @classmethod
-    def from_model(cls, model: Any) -> "SentenceVectors":
-        """Wrap an already loaded ``SentenceTransformer``."""
-        vectors = cls.__new__(cls)
-        vectors._model = model
-        return vectors
+    def load(cls, model: str) -> "SentenceVectors":
+        """Load the sentence-transformers model at ``model`` (name or local path)."""
+        from evidex.models import load_sentence_transformer
+
+        return cls(load_sentence_transformer(model))
 
     def __call__(self, texts: list[str]) -> np.ndarray:
         vectors = self._model.encode(
@@ -159,7 +157,7 @@ class _ChunkDocumentFn(beam.DoFn):
     def setup(self) -> None:
         self._counter = self._shared.acquire(lambda: TokenCounter.load(self._model))
         if self._config.semantic:
-            vectors = self._shared_model.acquire(lambda: SentenceVectors(self._model))
+            vectors = self._shared_model.acquire(lambda: SentenceVectors.load(self._model))
             self._vectors = self._counted(vectors)
         self._progress = Progress(logger, "chunked", "documents", every=100)
 

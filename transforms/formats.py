@@ -87,7 +87,7 @@ def html_to_text(data: bytes) -> tuple[str, str]:
 
 
 def _keep_structured_blocks(body: Any) -> dict[str, str]:
-    """Replace ``<pre>`` and ``<table>`` with placeholder paragraphs; return their text.
+    """Replace ``<pre>`` and ``<table>`` with one-word marker paragraphs; return their text.
 
     Code becomes a fenced block with its line breaks; a table becomes ``| a | b |``
     rows, so the chunker keeps both whole (see :func:`transforms.spans.blocks`).

@@ -86,31 +86,30 @@ def word_windows(
     return windows
 
 
-def pack(units: Sequence[tuple[Span, int]], target_tokens: int) -> list[Span]:
+def pack_units(units: Sequence[Unit], target_tokens: int) -> list[Unit]:
     """Greedily merge consecutive units while their token total stays within target.
 
     Args:
         units: ``((start, end), n_tokens)`` in document order, none over the window.
-        target_tokens: the largest total a merged span may reach (a lone larger
+        target_tokens: the largest total a merged unit may reach (a lone larger
             unit is kept whole).
 
     Returns:
-        Merged spans from the first unit's start to the last unit's end.
+        Merged units, each from its first unit's start to its last unit's end, with
+        the summed token count.
     """
-    packed: list[Span] = []
-    current: Span | None = None
-    used = 0
+    packed: list[Unit] = []
     for span, n in units:
-        if current is not None and used + n <= target_tokens:
-            current = (current[0], span[1])
-            used += n
-            continue
-        if current is not None:
-            packed.append(current)
-        current, used = span, n
-    if current is not None:
-        packed.append(current)
+        if packed and packed[-1][1] + n <= target_tokens:
+            packed[-1] = ((packed[-1][0][0], span[1]), packed[-1][1] + n)
+        else:
+            packed.append((span, n))
     return packed
+
+
+def pack(units: Sequence[Unit], target_tokens: int) -> list[Span]:
+    """The spans of :func:`pack_units`."""
+    return [span for span, _ in pack_units(units, target_tokens)]
 
 
 class Block(NamedTuple):
@@ -217,21 +216,9 @@ def _units_of_block(
             continue
         for window in word_windows(text, part, count_tokens, max_tokens):
             units.append((window, count_tokens(text[window[0] : window[1]])))
-    return _repacked(units, target, block.kind)
-
-
-def _repacked(units: list[Unit], target: int, kind: str) -> list[Unit]:
     # Lines of code and table rows are packed back into pieces that fit; sentences and
     # items stay separate units so that semantic breaks can fall between them.
-    if kind not in ("code", "table"):
-        return units
-    packed: list[Unit] = []
-    for span, n in units:
-        if packed and packed[-1][1] + n <= target:
-            packed[-1] = ((packed[-1][0][0], span[1]), packed[-1][1] + n)
-        else:
-            packed.append((span, n))
-    return packed
+    return pack_units(units, target) if block.kind in ("code", "table") else units
 
 
 def semantic_pack(

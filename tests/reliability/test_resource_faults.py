@@ -115,7 +115,10 @@ def test_a_really_full_filesystem_fails_the_build_cleanly(validated_root, tiny_c
     mount.mkdir()
     used = _tree_bytes(validated_root)
     if not _mount_tmpfs(mount, used + 512 * 1024):
-        pytest.skip("needs root to mount a size-limited tmpfs")
+        pytest.skip(
+            "a real full disk needs root to mount a size-limited tmpfs; "
+            "the injected-ENOSPC tests above still run"
+        )
     try:
         root = mount / "root"
         shutil.copytree(validated_root, root)
@@ -162,7 +165,10 @@ def read_only_root(validated_root, tmp_path):
     except OSError:
         pass
     else:
-        pytest.skip("cannot make a read-only directory here")
+        pytest.skip(
+            "cannot make the root read-only here: no tmpfs remount, and this "
+            "filesystem or user ignores mode 0555"
+        )
     yield root
     if mounted:
         subprocess.run(["umount", str(mount)], check=False)

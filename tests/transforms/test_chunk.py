@@ -142,7 +142,7 @@ def test_semantic_chunking_breaks_where_the_topic_changes(token_counter, st_mode
         count_tokens=token_counter,
         config=ChunkConfig(target_tokens=target, semantic=True, min_tokens=10),
         max_tokens=254,
-        embed=SentenceVectors.from_model(st_model),
+        embed=SentenceVectors(st_model),
     )
     assert semantic[0].text.endswith("between green and black tea.")
     assert semantic[1].text.startswith("The Danube")
