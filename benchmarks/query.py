@@ -4,7 +4,8 @@ Usage:
     python -m benchmarks.query --root ROOT --queries ../shared/data/scifact/queries.jsonl \\
         [--limit 300] [--clients 4] [--requests 200]
 
-Reports p50/p95/p99 of (a) query embedding alone, (b) spaCy query NER alone (the
+Reports p50/p95/p99 of (a) query embedding alone, by the bundle's query encoder
+(ONNX Runtime unless it is unavailable) and, for the ratio, by PyTorch, (b) spaCy query NER alone (the
 router's input, when the bundle has a spaCy pipeline), (c) ``retrieve`` with the
 vector given (arms + fusion only) and (d) with embedding included, (e) ``answer``
 (route + retrieve + admission) overall and for queries routed as ``lookup``; then
@@ -113,6 +114,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for q in queries[:5]:  # warm-up
         answer(bundle, q, k=args.k)
     embed = [_time(lambda q=q: bundle.embed(q)) for q in queries]
+    torch_embed = [
+        _time(lambda q=q: bundle.model.encode([q], normalize_embeddings=True)) for q in queries
+    ]
     recognizer = bundle.recognizer()
     ner = [_time(lambda q=q: recognizer(q)) for q in queries] if recognizer else []
     vectors = {q: bundle.embed(q) for q in queries}
@@ -129,7 +133,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = {
         "bundle_id": bundle.bundle_id,
         "chunks": len(bundle.chunk_ids),
+        "query_encoder": bundle.encoder.backend,
         "embed_ms": percentiles(embed),
+        "embed_torch_ms": percentiles(torch_embed),
         "ner_ms": percentiles(ner) if ner else None,
         "retrieve_given_vector_ms": percentiles(arms),
         "retrieve_ms": percentiles(fused),

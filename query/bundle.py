@@ -30,6 +30,7 @@ from evidex.bundles import (
 )
 from evidex.config import ACCESS_CLASSES, SEARCH_EXPANSION, LexicalConfig
 from evidex.models import fingerprint, load_sentence_transformer, resolve_model
+from query.encoder import Backend, QueryEncoder
 from query.knowledge import load_knowledge
 from query.lexical import LexicalIndex
 from schemas.manifest import Manifest
@@ -64,7 +65,7 @@ class LoadedBundle:
     access_classes: np.ndarray
     keys: np.ndarray
     index: Any
-    model: Any
+    encoder: QueryEncoder
     lexical: Any = None
     heading_paths: list[str] = field(default_factory=list)
     pages: list[tuple[int | None, int | None]] = field(default_factory=list)
@@ -82,6 +83,11 @@ class LoadedBundle:
     @property
     def bundle_id(self) -> str:
         return self.manifest.bundle_id
+
+    @property
+    def model(self) -> Any:
+        """The sentence-transformers model the bundle's vectors were made with."""
+        return self.encoder.model
 
     @property
     def row_of_chunk(self) -> dict[str, int]:
@@ -129,8 +135,7 @@ class LoadedBundle:
 
     def embed(self, text: str) -> np.ndarray:
         """Unit-norm query vector from the bundle's own model."""
-        vector = self.model.encode([text], normalize_embeddings=True, convert_to_numpy=True)
-        return np.asarray(vector[0], dtype=np.float32)
+        return self.encoder.encode(text)
 
 
 def _read_documents(path: str) -> dict[str, dict[str, Any]]:
@@ -170,6 +175,7 @@ def load_bundle(
     bundle_id: str | None = None,
     verify: bool = True,
     model: Any = None,
+    encoder: Backend = "auto",
 ) -> LoadedBundle:
     """Open the active bundle (or ``bundle_id``) under ``root``.
 
@@ -180,8 +186,12 @@ def load_bundle(
         root: bundle root (default ``$EVIDEX_HOME`` or ``./.evidex``).
         bundle_id: a specific bundle instead of the active one.
         verify: check every file's sha256 against the manifest (on by default).
-        model: an already loaded sentence-transformers model to reuse; its
-            fingerprint must match the bundle's.
+        model: an already loaded sentence-transformers model, or the
+            :class:`QueryEncoder` of another bundle, to reuse; its fingerprint
+            must match the bundle's.
+        encoder: how queries are embedded when ``model`` is not an encoder:
+            ``"auto"`` (ONNX Runtime when its vectors match PyTorch's),
+            ``"onnx"`` or ``"torch"``.
 
     Raises:
         NoActiveBundleError: nothing is active and no ``bundle_id`` was given.
@@ -196,10 +206,14 @@ def load_bundle(
             f"no active bundle under {resolved_root}: run `evidex build`, `evidex validate` "
             "and `evidex activate` first"
         )
-    return open_bundle(bundle_path(resolved_root, chosen), verify=verify, model=model)
+    return open_bundle(
+        bundle_path(resolved_root, chosen), verify=verify, model=model, encoder=encoder
+    )
 
 
-def open_bundle(path: str, *, verify: bool = True, model: Any = None) -> LoadedBundle:
+def open_bundle(
+    path: str, *, verify: bool = True, model: Any = None, encoder: Backend = "auto"
+) -> LoadedBundle:
     """Open the bundle directory at ``path`` (see :func:`load_bundle`)."""
     manifest = read_manifest(path)
     if verify:
@@ -208,7 +222,8 @@ def open_bundle(path: str, *, verify: bool = True, model: Any = None) -> LoadedB
     verify_index_headers(path, manifest)
     if model is None:
         model = load_sentence_transformer(resolve_model(manifest.config["embed"]["model"]))
-    _check_model(model, manifest)
+    _check_model(model.model if isinstance(model, QueryEncoder) else model, manifest)
+    query_encoder = model if isinstance(model, QueryEncoder) else QueryEncoder.load(model, encoder)
     columns = ["chunk_id", "doc_id", "start", "end", "access_class", "ann_key", "heading_path"]
     present = set(pq.read_schema(os.path.join(path, CHUNKS)).names)
     paged = {"page_start", "page_end"} <= present  # bundles before page numbers lack them
@@ -249,7 +264,7 @@ def open_bundle(path: str, *, verify: bool = True, model: Any = None) -> LoadedB
         access_classes=np.asarray(chunks.column("access_class").to_pylist(), dtype=object),
         keys=chunks.column("ann_key").to_numpy().astype(np.uint64),
         index=index,
-        model=model,
+        encoder=query_encoder,
         lexical=lexical,
         heading_paths=chunks.column("heading_path").to_pylist(),
         pages=_pages(chunks) if paged else [],
@@ -279,10 +294,18 @@ class BundleReader:
         >>> reader.reload()   # after `evidex activate`
     """
 
-    def __init__(self, root: str | None = None, *, verify: bool = True, model: Any = None):
+    def __init__(
+        self,
+        root: str | None = None,
+        *,
+        verify: bool = True,
+        model: Any = None,
+        encoder: Backend = "auto",
+    ):
         self._root = resolve_root(root)
         self._verify = verify
-        self._current = load_bundle(self._root, verify=verify, model=model)
+        self._encoder = encoder
+        self._current = load_bundle(self._root, verify=verify, model=model, encoder=encoder)
         self._current.recognizer()  # load the query NER now, not on the first request
 
     @property
@@ -296,10 +319,12 @@ class BundleReader:
             return False
         try:
             fresh = load_bundle(
-                self._root, bundle_id=active, verify=self._verify, model=self._current.model
+                self._root, bundle_id=active, verify=self._verify, model=self._current.encoder
             )
         except ModelMismatchError:  # the new bundle was built with another model
-            fresh = load_bundle(self._root, bundle_id=active, verify=self._verify)
+            fresh = load_bundle(
+                self._root, bundle_id=active, verify=self._verify, encoder=self._encoder
+            )
         old = self._current
         if fresh.manifest.model.spacy_pipeline == old.manifest.model.spacy_pipeline:
             fresh._recognizer, fresh._recognizer_loaded = old._recognizer, old._recognizer_loaded

@@ -1,7 +1,8 @@
 """Named entities in queries, found by the bundle's spaCy pipeline (router input).
 
-Only the pipeline's ``ner`` (and the ``tok2vec`` it listens to) runs; the parser,
-tagger and lemmatizer are not loaded, so one short query costs a few milliseconds.
+Only the pipeline's ``ner`` (and a shared ``tok2vec`` only if ``ner`` listens to it)
+runs; the parser, tagger and lemmatizer are not loaded, so one short query costs a
+few milliseconds.
 """
 
 import threading
@@ -30,7 +31,12 @@ class QueryEntities:
         import spacy
 
         nlp = spacy.load(pipeline, exclude=["parser", "lemmatizer", "attribute_ruler", "senter"])
-        keep = {"ner", "tok2vec", "transformer"}
+        keep = {"ner"} | {
+            name
+            for name in ("tok2vec", "transformer")
+            if name in nlp.pipe_names
+            and "ner" in getattr(nlp.get_pipe(name), "listening_components", ())
+        }
         nlp.select_pipes(enable=[name for name in nlp.pipe_names if name in keep])
         return cls(nlp)
 

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from evidex import __version__
 from query.answer import answer
 from query.bundle import BundleReader, LoadedBundle
+from query.encoder import Backend
 
 MAX_QUERY_CHARS = 4000
 """Longest query accepted over HTTP (the model reads at most 256 tokens of it anyway)."""
@@ -106,16 +107,22 @@ class _Holder:
 
 
 def create_app(
-    root: str | None = None, *, verify: bool = True, model: Any = None, reranker: Any = None
+    root: str | None = None,
+    *,
+    verify: bool = True,
+    model: Any = None,
+    reranker: Any = None,
+    encoder: Backend = "auto",
 ) -> FastAPI:
     """The FastAPI application serving the active bundle under ``root``.
 
-    ``reranker`` (a :class:`query.rerank.Reranker`, off by default) reorders each answer.
+    ``reranker`` (a :class:`query.rerank.Reranker`, off by default) reorders each answer;
+    ``encoder`` chooses how queries are embedded (see :func:`query.load_bundle`).
 
     Raises:
         NoActiveBundleError: nothing is active yet.
     """
-    holder = _Holder(BundleReader(root, verify=verify, model=model))
+    holder = _Holder(BundleReader(root, verify=verify, model=model, encoder=encoder))
     app = FastAPI(
         title="evidex",
         version=__version__,
@@ -128,13 +135,15 @@ def create_app(
 
     @app.get("/bundle")
     def bundle_info() -> dict[str, Any]:
-        manifest = holder.bundle().manifest
+        bundle = holder.bundle()
+        manifest = bundle.manifest
         return {
             "bundle_id": manifest.bundle_id,
             "parent_bundle_id": manifest.parent_bundle_id,
             "created_at": manifest.created_at,
             "row_counts": manifest.row_counts,
             "model": manifest.model.model_dump(),
+            "query_encoder": bundle.encoder.backend,
         }
 
     @app.post("/retrieve")

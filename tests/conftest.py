@@ -46,6 +46,16 @@ def st_model(model_path: str):
 
 
 @pytest.fixture(scope="session")
+def query_encoder(st_model):
+    """The default query encoder (ONNX), exported once and shared by bundle loads."""
+    from query.encoder import QueryEncoder
+
+    encoder = QueryEncoder.load(st_model, "onnx")
+    assert encoder.backend == "onnx"
+    return encoder
+
+
+@pytest.fixture(scope="session")
 def token_counter(model_path: str):
     from transforms.chunk import TokenCounter
 

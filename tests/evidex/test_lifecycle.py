@@ -51,7 +51,7 @@ def _validated_copy(src, dst) -> str:
 @pytest.mark.parametrize("damage", ["flip", "truncate"])
 @pytest.mark.parametrize("name", BUNDLE_FILES)
 def test_damaged_files_are_refused_by_activation_and_loading(
-    validated_root, tmp_path, st_model, name, damage
+    validated_root, tmp_path, query_encoder, name, damage
 ):
     root = _validated_copy(validated_root, tmp_path / "r")
     target = os.path.join(bundle_path(root, "b1"), name)
@@ -66,10 +66,10 @@ def test_damaged_files_are_refused_by_activation_and_loading(
     with pytest.raises(ActivationError, match=name.replace(".", r"\.")):
         activate(root, "b1")
     with pytest.raises(BundleIntegrityError, match=name.replace(".", r"\.")):
-        load_bundle(root, bundle_id="b1", model=st_model)
+        load_bundle(root, bundle_id="b1", model=query_encoder)
 
 
-def test_a_damaged_manifest_is_refused(validated_root, tmp_path, st_model):
+def test_a_damaged_manifest_is_refused(validated_root, tmp_path, query_encoder):
     root = _validated_copy(validated_root, tmp_path / "r")
     path = os.path.join(bundle_path(root, "b1"), MANIFEST)
     with open(path, "r+b") as handle:
@@ -77,7 +77,7 @@ def test_a_damaged_manifest_is_refused(validated_root, tmp_path, st_model):
     with pytest.raises(ActivationError, match="manifest"):
         activate(root, "b1")
     with pytest.raises(BundleError, match="manifest"):
-        load_bundle(root, bundle_id="b1", model=st_model)
+        load_bundle(root, bundle_id="b1", model=query_encoder)
 
 
 def test_a_damaged_validation_report_blocks_activation(validated_root, tmp_path):
@@ -90,7 +90,7 @@ def test_a_damaged_validation_report_blocks_activation(validated_root, tmp_path)
 
 
 def test_an_index_header_that_disagrees_with_the_manifest_is_named(
-    validated_root, tmp_path, st_model
+    validated_root, tmp_path, query_encoder
 ):
     from usearch.index import Index
 
@@ -117,7 +117,7 @@ def test_an_index_header_that_disagrees_with_the_manifest_is_named(
     with pytest.raises(
         BundleIntegrityError, match=rf"chunks\.usearch: header count is 3.*{expected}"
     ):
-        load_bundle(root, bundle_id="b1", model=st_model)
+        load_bundle(root, bundle_id="b1", model=query_encoder)
 
 
 def _set_embedding(path: str, transform) -> None:
@@ -187,9 +187,9 @@ def test_gc_protects_the_parent_of_the_active_bundle(two_bundle_root, tmp_path):
     assert list_bundles(root) == ["b1", "b2"]
 
 
-def test_reader_reload_switches_bundles_without_a_gap(two_bundle_root, tmp_path, st_model):
+def test_reader_reload_switches_bundles_without_a_gap(two_bundle_root, tmp_path, query_encoder):
     root = _validated_copy(two_bundle_root, tmp_path / "r")
-    reader = BundleReader(root, model=st_model)
+    reader = BundleReader(root, model=query_encoder)
     before = reader.current
     assert before.bundle_id == "b1" and reader.reload() is False
     activate(root, "b2")
@@ -200,7 +200,9 @@ def test_reader_reload_switches_bundles_without_a_gap(two_bundle_root, tmp_path,
 
 
 @pytest.mark.slow
-def test_readers_never_see_a_mixed_bundle_during_100_swaps(two_bundle_root, tmp_path, st_model):
+def test_readers_never_see_a_mixed_bundle_during_100_swaps(
+    two_bundle_root, tmp_path, query_encoder
+):
     root = _validated_copy(two_bundle_root, tmp_path / "r")
     corpora = {"b1": set(TINY_CORPUS) | {"bike-1", "bike-2"}, "b2": set(OTHER_CORPUS)}
     corpora["b1"].discard("records.jsonl")
@@ -229,7 +231,7 @@ def test_readers_never_see_a_mixed_bundle_during_100_swaps(two_bundle_root, tmp_
                 errors.append(repr(exc))
             i += 1
 
-    readers = [BundleReader(root, model=st_model, verify=False) for _ in range(8)]
+    readers = [BundleReader(root, model=query_encoder, verify=False) for _ in range(8)]
     threads = [threading.Thread(target=read_loop, args=(r,)) for r in readers]
     for t in threads:
         t.start()

@@ -35,11 +35,11 @@ def _answers(root: str, model) -> list[list[tuple[str, int, int]]]:
 
 @pytest.mark.slow
 def test_killing_the_build_anywhere_leaves_the_active_bundle_alone(
-    validated_root, tiny_corpus, tmp_path, st_model
+    validated_root, tiny_corpus, tmp_path, query_encoder
 ):
     root = str(tmp_path / "root")
     shutil.copytree(validated_root, root)
-    baseline = _answers(root, st_model)
+    baseline = _answers(root, query_encoder)
 
     started = time.monotonic()
     assert _start_build(str(tiny_corpus), root).wait(timeout=300) == 0
@@ -58,7 +58,7 @@ def test_killing_the_build_anywhere_leaves_the_active_bundle_alone(
             proc.wait(timeout=60)
 
         assert read_active(root) == "b1"
-        assert _answers(root, st_model) == baseline
+        assert _answers(root, query_encoder) == baseline
         for bundle_id in set(list_bundles(root)) - {"b1"}:
             verify_bundle(bundle_path(root, bundle_id))  # a published bundle is never partial
             with pytest.raises(ActivationError, match="not been validated"):

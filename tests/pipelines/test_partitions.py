@@ -36,7 +36,7 @@ def partitioned(tiny_corpus, tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_each_access_class_gets_a_listed_validated_partition(partitioned, st_model):
+def test_each_access_class_gets_a_listed_validated_partition(partitioned, query_encoder):
     manifest = read_manifest(partitioned)
     for access_class in ("public", "internal"):
         rel = partition_index(access_class)
@@ -48,7 +48,7 @@ def test_each_access_class_gets_a_listed_validated_partition(partitioned, st_mod
     assert "ann.chunks.internal.vector_count_equals_rows" in names
     assert any(n.startswith("ann.chunks.public.mean_recall@") for n in names)
 
-    bundle = open_bundle(partitioned, model=st_model)
+    bundle = open_bundle(partitioned, model=query_encoder)
     assert set(bundle.partitions) == {"public", "internal"}
     assert len(bundle.partitions["internal"]) == int((bundle.access_classes == "internal").sum())
     rows = visible_rows(bundle, ["internal"])

@@ -66,7 +66,7 @@ def top_doc(root: Path, query: str, model) -> str:
 
 
 @pytest.mark.slow
-def test_each_window_publishes_exactly_the_documents_present(tmp_path, st_model):
+def test_each_window_publishes_exactly_the_documents_present(tmp_path, query_encoder):
     watch, root = tmp_path / "in", tmp_path / "root"
     watch.mkdir()
     (watch / "owls.md").write_text(DOCS["owls.md"], encoding="utf-8")
@@ -74,18 +74,18 @@ def test_each_window_publishes_exactly_the_documents_present(tmp_path, st_model)
     stream = start_stream(watch, root)
     try:
         first = wait_for(root, {"owls.md", "glass.txt"})
-        assert top_doc(root, "How do owls find mice?", st_model) == "owls.md"
+        assert top_doc(root, "How do owls find mice?", query_encoder) == "owls.md"
 
         (watch / "glass.txt").write_text(DOCS["glass.txt"] + " It is brittle.", encoding="utf-8")
         (watch / "rust.md").write_text(DOCS["rust.md"], encoding="utf-8")
         second = wait_for(root, {"owls.md", "glass.txt", "rust.md"}, changed_from=first)
         assert second["glass.txt"] != first["glass.txt"]
         assert second["owls.md"] == first["owls.md"]
-        assert top_doc(root, "Why does iron rust?", st_model) == "rust.md"
+        assert top_doc(root, "Why does iron rust?", query_encoder) == "rust.md"
 
         (watch / "owls.md").unlink()
         wait_for(root, {"glass.txt", "rust.md"})
-        assert top_doc(root, "How do owls find mice?", st_model) != "owls.md"
+        assert top_doc(root, "How do owls find mice?", query_encoder) != "owls.md"
         state = read_state(str(root))
         assert state["bundle_id"] == read_active(str(root))
     finally:

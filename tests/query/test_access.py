@@ -37,7 +37,7 @@ def big_bundle(tmp_path_factory) -> LoadedBundle:
         access_classes=access,
         keys=keys,
         index=build_index(keys, vectors, config=AnnConfig()),
-        model=None,
+        encoder=None,  # type: ignore[arg-type]  # queries here come as vectors
         lexical=LexicalIndex.open(str(directory), LexicalConfig(), rows=N),
     )
     bundle._vectors = vectors

@@ -116,10 +116,16 @@ def test_spacy_does_not_duplicate_an_anchor_the_rules_found(ner):
     assert decision.anchors == ("Black Sea",)
 
 
-def test_answers_route_with_the_bundles_spacy_pipeline(validated_root, st_model):
+def test_answers_route_with_the_bundles_spacy_pipeline(validated_root, query_encoder):
     from query import answer, load_bundle
 
-    bundle = load_bundle(str(validated_root), model=st_model)
+    bundle = load_bundle(str(validated_root), model=query_encoder)
     assert bundle.manifest.model.spacy_pipeline  # the test bundle has a knowledge layer
     result = answer(bundle, "what did the danube do in romania?", k=3)
     assert any(r.startswith("spaCy named entity") for r in result.route.reasons)
+
+
+def test_query_ner_runs_only_what_ner_needs(ner):
+    # The small English pipeline's tok2vec feeds the tagger, not the NER: it is not run.
+    assert ner._nlp.pipe_names == ["ner"]
+    assert ("Black Sea", "LOC") in ner("Which river reaches the Black Sea?")

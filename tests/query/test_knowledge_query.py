@@ -28,7 +28,7 @@ TODAY = dt.date(2026, 1, 15)
 
 
 @pytest.fixture(scope="module")
-def bundle(tmp_path_factory, st_model):
+def bundle(tmp_path_factory, query_encoder):
     from pipelines.build_index import run
 
     base = tmp_path_factory.mktemp("payments")
@@ -39,7 +39,7 @@ def bundle(tmp_path_factory, st_model):
         ["--input", str(corpus), "--root", str(base / "root"), "--metadata", str(sidecar)],
         bundle_id="k1",
     )
-    return open_bundle(result.path, model=st_model)
+    return open_bundle(result.path, model=query_encoder)
 
 
 def test_bundle_has_entities_relations_and_cross_source_communities(bundle):
@@ -120,10 +120,10 @@ def test_extra_arms_add_reciprocal_rank_terms():
     assert fused[2].dense_rank is None and fused[2].extra_ranks == (("graph", 2),)
 
 
-def test_a_bundle_without_knowledge_reports_contradictions_unchecked(built_root, st_model):
+def test_a_bundle_without_knowledge_reports_contradictions_unchecked(built_root, query_encoder):
     from evidex.bundles import bundle_path
 
-    plain = open_bundle(bundle_path(str(built_root), "b1"), model=st_model)
+    plain = open_bundle(bundle_path(str(built_root), "b1"), model=query_encoder)
     plain.knowledge = None  # as a bundle built with --knowledge=false
     result = answer(plain, "How is green tea made?", k=2, today=TODAY)
     assert "contradiction_not_checked" in {r.code for r in result.admission.reasons}

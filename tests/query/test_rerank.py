@@ -18,8 +18,8 @@ QUERY = "Which river reaches the Black Sea?"
 
 
 @pytest.fixture(scope="module")
-def bundle(validated_root, st_model):
-    return load_bundle(str(validated_root), model=st_model)
+def bundle(validated_root, query_encoder):
+    return load_bundle(str(validated_root), model=query_encoder)
 
 
 @pytest.fixture(scope="module")

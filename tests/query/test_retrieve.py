@@ -11,8 +11,8 @@ from query import ModelMismatchError, NoActiveBundleError, load_bundle, retrieve
 
 
 @pytest.fixture(scope="module")
-def bundle(validated_root, st_model):
-    return load_bundle(str(validated_root), model=st_model)
+def bundle(validated_root, query_encoder):
+    return load_bundle(str(validated_root), model=query_encoder)
 
 
 @pytest.mark.parametrize(
@@ -64,9 +64,9 @@ def test_bad_arguments_are_rejected(bundle):
         retrieve(bundle, "x", k=0)
 
 
-def test_no_active_bundle_is_a_clear_error(tmp_path, st_model):
+def test_no_active_bundle_is_a_clear_error(tmp_path, query_encoder):
     with pytest.raises(NoActiveBundleError, match="evidex build"):
-        load_bundle(str(tmp_path), model=st_model)
+        load_bundle(str(tmp_path), model=query_encoder)
 
 
 def _edit_manifest(root, change) -> None:
@@ -78,22 +78,22 @@ def _edit_manifest(root, change) -> None:
         json.dump(data, handle)
 
 
-def test_loading_checks_checksums_version_and_model(fresh_root, st_model):
+def test_loading_checks_checksums_version_and_model(fresh_root, query_encoder):
     root = str(fresh_root)
-    load_bundle(root, bundle_id="b1", model=st_model)
+    load_bundle(root, bundle_id="b1", model=query_encoder)
     with open(os.path.join(bundle_path(root, "b1"), "chunks.usearch"), "r+b") as handle:
         handle.seek(-4, os.SEEK_END)
         handle.write(b"\x00\x01\x02\x03")
     with pytest.raises(BundleIntegrityError, match=r"chunks\.usearch"):
-        load_bundle(root, bundle_id="b1", model=st_model)
+        load_bundle(root, bundle_id="b1", model=query_encoder)
 
     _edit_manifest(fresh_root, lambda m: m["model"].update(tokenizer_sha256="0" * 64))
     with pytest.raises(ModelMismatchError):
-        load_bundle(root, bundle_id="b1", model=st_model, verify=False)
+        load_bundle(root, bundle_id="b1", model=query_encoder, verify=False)
 
     _edit_manifest(fresh_root, lambda m: m.update(schema_version=99))
     with pytest.raises(BundleVersionError, match="schema version 99"):
-        load_bundle(root, bundle_id="b1", model=st_model, verify=False)
+        load_bundle(root, bundle_id="b1", model=query_encoder, verify=False)
 
 
 def test_the_query_module_never_imports_beam(validated_root):

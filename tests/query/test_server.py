@@ -8,16 +8,17 @@ from query.server import create_app
 
 
 @pytest.fixture
-def served(two_bundle_root, tmp_path, st_model):
+def served(two_bundle_root, tmp_path, query_encoder):
     root = tmp_path / "r"
     shutil.copytree(two_bundle_root, root)
-    return str(root), TestClient(create_app(str(root), model=st_model))
+    return str(root), TestClient(create_app(str(root), model=query_encoder))
 
 
 def test_health_bundle_and_openapi(served):
     _, client = served
     assert client.get("/health").json() == {"status": "ok", "bundle_id": "b1"}
     assert client.get("/bundle").json()["row_counts"]["documents"] == 7
+    assert client.get("/bundle").json()["query_encoder"] == "onnx"
     assert "/retrieve" in client.get("/openapi.json").json()["paths"]
 
 

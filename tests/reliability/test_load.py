@@ -30,12 +30,12 @@ def _free_port() -> int:
 
 
 @pytest.mark.slow
-def test_sixteen_clients_see_no_5xx_across_an_activation(two_bundle_root, st_model):
+def test_sixteen_clients_see_no_5xx_across_an_activation(two_bundle_root, query_encoder):
     root = str(two_bundle_root)
     port = _free_port()
     server = uvicorn.Server(
         uvicorn.Config(
-            create_app(root, model=st_model),
+            create_app(root, model=query_encoder),
             host="127.0.0.1",
             port=port,
             log_level="warning",

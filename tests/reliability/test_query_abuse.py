@@ -25,13 +25,13 @@ LONG = "gzip " * 20_480  # 100 KiB
 
 
 @pytest.fixture(scope="module")
-def bundle(validated_root, st_model):
-    return load_bundle(str(validated_root), model=st_model)
+def bundle(validated_root, query_encoder):
+    return load_bundle(str(validated_root), model=query_encoder)
 
 
 @pytest.fixture(scope="module")
-def client(validated_root, st_model):
-    return TestClient(create_app(str(validated_root), model=st_model))
+def client(validated_root, query_encoder):
+    return TestClient(create_app(str(validated_root), model=query_encoder))
 
 
 @pytest.mark.parametrize("call", [retrieve, answer])
