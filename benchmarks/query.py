@@ -5,9 +5,10 @@ Usage:
         [--limit 300] [--clients 4] [--requests 200]
 
 Reports p50/p95/p99 of (a) query embedding alone, by the bundle's query encoder
-(ONNX Runtime unless it is unavailable) and, for the ratio, by PyTorch, (b) spaCy query NER alone (the
-router's input, when the bundle has a spaCy pipeline), (c) ``retrieve`` with the
-vector given (arms + fusion only) and (d) with embedding included, (e) ``answer``
+(ONNX Runtime unless it is unavailable) and, for the ratio, by PyTorch, (b) spaCy
+query NER alone (the router's input, when the bundle has a spaCy pipeline),
+(c) ``retrieve`` with the vector given (arms + fusion only) and (d) with embedding
+included, (e) ``answer``
 (route + retrieve + admission) overall and for queries routed as ``lookup``; then
 requests/s with N concurrent HTTP clients against ``evidex serve`` on loopback.
 Single-threaded timings run first.

@@ -13,16 +13,18 @@ import os
 import shutil
 from typing import Any
 
+from evidex import storage
 from evidex.bundles import (
     VALIDATION_REPORT,
     BundleError,
     bundle_path,
     list_bundles,
+    local_bundle,
     manifest_sha256,
     read_manifest,
     verify_bundle,
 )
-from evidex.pointer import LocalPointerStore, PointerConflictError
+from evidex.pointer import PointerConflictError, pointer_store
 
 logger = logging.getLogger(__name__)
 
@@ -40,16 +42,16 @@ class ActivationConflictError(ActivationError):
 
 def read_active(root: str) -> str | None:
     """Id of the active bundle, or ``None`` when nothing is active."""
-    return LocalPointerStore(root).read()
+    return pointer_store(root).read()
 
 
 def read_history(root: str) -> list[dict[str, Any]]:
     """Every recorded activation/rollback, oldest first."""
     try:
-        with open(os.path.join(root, HISTORY), encoding="utf-8") as handle:
-            return [json.loads(line) for line in handle if line.strip()]
+        text = storage.read_bytes(storage.join(root, HISTORY)).decode("utf-8")
     except FileNotFoundError:
         return []
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def validation_state(path: str) -> dict[str, Any] | None:
@@ -73,8 +75,8 @@ def check_validated(root: str, bundle_id: str) -> None:
     Raises:
         ActivationError: naming what is missing, damaged or failed.
     """
-    path = bundle_path(root, bundle_id)
     try:
+        path = local_bundle(root, bundle_id)
         verify_bundle(path)
     except BundleError as exc:
         raise ActivationError(f"cannot activate {bundle_id}: {exc}") from exc
@@ -96,10 +98,8 @@ def check_validated(root: str, bundle_id: str) -> None:
 
 
 def _append_history(root: str, event: dict[str, Any]) -> None:
-    with open(os.path.join(root, HISTORY), "a", encoding="utf-8") as handle:
-        handle.write(json.dumps(event, sort_keys=True) + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
+    line = json.dumps(event, sort_keys=True) + "\n"
+    storage.append_bytes(storage.join(root, HISTORY), line.encode("utf-8"))
 
 
 def activate(
@@ -128,7 +128,7 @@ def activate(
         ActivationConflictError: ``ACTIVE`` no longer holds ``expected_previous``.
     """
     check_validated(root, bundle_id)
-    store = LocalPointerStore(root)
+    store = pointer_store(root)
     with store.locked():
         previous = store.read()
         expected = previous if expected_previous is _UNSET else expected_previous
@@ -193,12 +193,15 @@ def gc(root: str, *, keep: int, dry_run: bool = False) -> list[str]:
     """
     if keep < 0:
         raise ValueError(f"keep must be zero or more, got {keep}")
-    store = LocalPointerStore(root)
+    store = pointer_store(root)
     with store.locked():  # no activation can pick a bundle while we delete
         bundles = list_bundles(root)
         retained = set(bundles[len(bundles) - keep :]) if keep else set()
         doomed = [b for b in bundles if b not in retained | protected_bundles(root)]
         for bundle_id in doomed if not dry_run else []:
-            shutil.rmtree(bundle_path(root, bundle_id))
+            if storage.is_remote(root):
+                storage.delete_tree(bundle_path(root, bundle_id))
+            else:
+                shutil.rmtree(bundle_path(root, bundle_id))
             logger.info("deleted bundle %s", bundle_id)
     return doomed

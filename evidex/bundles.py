@@ -1,6 +1,7 @@
-"""Bundle layout on a local bundle root: paths, ids, manifest writing and checking.
+"""Bundle layout on a bundle root: paths, ids, manifest writing and checking.
 
-Layout::
+The root is a local directory or an object-store prefix (``gs://…``, ``s3://…``; see
+:mod:`evidex.storage`). Layout::
 
     <root>/ACTIVE                  id of the active bundle (see evidex.activation)
     <root>/history.jsonl           every activation and rollback
@@ -19,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from evidex import __version__
+from evidex import __version__, storage
 from evidex.config import BuildConfig
 from schemas.manifest import SCHEMA_VERSION, FileEntry, IndexInfo, Manifest, ModelFingerprint
 
@@ -83,13 +84,20 @@ _PICKLE_PROTOCOLS = (b"\x02", b"\x03", b"\x04", b"\x05")
 
 
 def resolve_root(root: str | None = None) -> str:
-    """Bundle root: ``root`` if given, else ``$EVIDEX_HOME``, else ``./.evidex``."""
+    """Bundle root: ``root`` if given, else ``$EVIDEX_HOME``, else ``./.evidex``.
+
+    A local root becomes an absolute path; an object-store root (``gs://bucket/x``)
+    is kept as given, without a trailing slash.
+    """
     chosen = root or os.environ.get("EVIDEX_HOME") or DEFAULT_ROOT
+    chosen = chosen.removeprefix("file://")
+    if storage.is_remote(chosen):
+        return chosen.rstrip("/")
     return os.path.abspath(os.path.expanduser(chosen))
 
 
 def bundles_dir(root: str) -> str:
-    return os.path.join(root, "bundles")
+    return storage.join(root, "bundles")
 
 
 def bundle_path(root: str, bundle_id: str) -> str:
@@ -100,11 +108,44 @@ def bundle_path(root: str, bundle_id: str) -> str:
     """
     if not bundle_id or "/" in bundle_id or bundle_id.startswith("."):
         raise ValueError(f"invalid bundle id {bundle_id!r}")
-    return os.path.join(bundles_dir(root), bundle_id)
+    return storage.join(bundles_dir(root), bundle_id)
 
 
 def staging_path(root: str, bundle_id: str) -> str:
-    return os.path.join(root, "staging", bundle_id)
+    return storage.join(root, "staging", bundle_id)
+
+
+def local_bundle(root: str, bundle_id: str) -> str:
+    """A local directory with the bundle's files: the bundle itself under a local
+    root, a cached copy (validation report refreshed) under an object-store root.
+
+    Raises:
+        BundleError: the bundle has no manifest (missing or not finished).
+    """
+    path = bundle_path(root, bundle_id)
+    if not storage.is_remote(path):
+        return path
+    try:
+        return storage.local_copy(
+            path, storage.cache_dir(root), manifest=MANIFEST, fresh=(VALIDATION_REPORT,)
+        )
+    except FileNotFoundError as exc:
+        raise BundleError(f"no manifest at {path}: not a finished bundle") from exc
+
+
+def store_validation_report(root: str, bundle_id: str, local: str) -> None:
+    """Copy the report that validation wrote into the local copy ``local`` back to the
+    bundle on an object-store root (a local root's bundle already holds it)."""
+    target = storage.join(bundle_path(root, bundle_id), VALIDATION_REPORT)
+    if storage.is_remote(target):
+        storage.write_bytes(target, storage.read_bytes(os.path.join(local, VALIDATION_REPORT)))
+
+
+def read_columns(path: str, columns: list[str]) -> pa.Table:
+    """Some columns of a Parquet table on any filesystem."""
+    if storage.is_remote(path):
+        return pq.read_table(pa.BufferReader(storage.read_bytes(path)), columns=columns)
+    return pq.read_table(path, columns=columns)
 
 
 def new_bundle_id(now: dt.datetime | None = None) -> str:
@@ -210,8 +251,15 @@ def write_manifest(
 
 
 def publish(root: str, staging: str, bundle_id: str) -> str:
-    """Move a finished staging directory to ``bundles/<bundle_id>`` (one rename)."""
+    """Move a finished staging directory to ``bundles/<bundle_id>``: one rename on a
+    local root; on an object store, file by file with the manifest last."""
     target = bundle_path(root, bundle_id)
+    if storage.is_remote(target):
+        try:
+            storage.move_tree(staging, target, last=MANIFEST)
+        except FileExistsError as exc:
+            raise BundleError(f"bundle {bundle_id} already exists at {target}") from exc
+        return target
     os.makedirs(bundles_dir(root), exist_ok=True)
     if os.path.exists(target):
         raise BundleError(f"bundle {bundle_id} already exists at {target}")
@@ -241,13 +289,12 @@ def read_manifest(path: str) -> Manifest:
         BundleError: missing or malformed manifest.
         BundleVersionError: a schema version this code cannot read.
     """
-    manifest_file = os.path.join(path, MANIFEST)
+    manifest_file = storage.join(path, MANIFEST)
     try:
-        with open(manifest_file, encoding="utf-8") as handle:
-            raw = json.load(handle)
+        raw = json.loads(storage.read_bytes(manifest_file))
     except FileNotFoundError as exc:
         raise BundleError(f"no manifest at {manifest_file}: not a finished bundle") from exc
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise BundleError(f"manifest {manifest_file} is not valid JSON: {exc}") from exc
     version = raw.get("schema_version") if isinstance(raw, dict) else None
     if version != SCHEMA_VERSION:
@@ -426,6 +473,12 @@ def verify_bundle(path: str) -> Manifest:
 def list_bundles(root: str) -> list[str]:
     """Ids of finalized bundles under ``root``, oldest first."""
     directory = bundles_dir(root)
+    if storage.is_remote(directory):
+        return sorted(
+            parts[0]
+            for parts in (rel.split("/") for rel in storage.list_files(directory))
+            if len(parts) == 2 and parts[1] == MANIFEST
+        )
     if not os.path.isdir(directory):
         return []
     return sorted(

@@ -146,13 +146,15 @@ def cmd_build(args: argparse.Namespace, beam_args: list[str]) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from evidex.bundles import bundle_path, resolve_root
+    from evidex.bundles import local_bundle, resolve_root, store_validation_report
     from evidex.regression import read_cases
     from validation import validate_bundle
 
     root = resolve_root(args.root)
     bundle_id = args.bundle or _newest_bundle(root)
-    report = validate_bundle(bundle_path(root, bundle_id), regression=read_cases(root))
+    path = local_bundle(root, bundle_id)  # a cached copy when the root is an object store
+    report = validate_bundle(path, regression=read_cases(root))
+    store_validation_report(root, bundle_id, path)
     failed = report.failed()
     human = (
         f"bundle {bundle_id}: {'PASSED' if report.passed else 'FAILED'} "
@@ -222,15 +224,16 @@ def cmd_regression(args: argparse.Namespace) -> int:
 
 
 def _bundle_summary(root: str, bundle_id: str) -> dict[str, Any]:
+    from evidex import storage
     from evidex.bundles import VALIDATION_REPORT, bundle_path, read_manifest
 
     path = bundle_path(root, bundle_id)
     manifest = read_manifest(path)
-    report_file = os.path.join(path, VALIDATION_REPORT)
-    validation = "not validated"
-    if os.path.isfile(report_file):
-        with open(report_file, encoding="utf-8") as handle:
-            validation = "passed" if json.load(handle).get("passed") else "failed"
+    try:
+        report = json.loads(storage.read_bytes(storage.join(path, VALIDATION_REPORT)))
+        validation = "passed" if report.get("passed") else "failed"
+    except FileNotFoundError:
+        validation = "not validated"
     return {
         "bundle_id": bundle_id,
         "created_at": manifest.created_at,

@@ -1,7 +1,10 @@
-"""Where ``ACTIVE`` lives: one small interface, a local-filesystem implementation.
+"""Where ``ACTIVE`` lives: one small interface, a local and an object-store implementation.
 
-An object-store implementation (GCS generation match, S3 conditional put)
-implements the same two methods with a conditional write on the pointer object.
+On an object store ``ACTIVE`` is one object replaced by a single write, which
+readers see whole. Beam's ``FileSystems`` offers no conditional write (GCS
+generation match, S3 ``If-Match``), so the compare step there is a read just
+before the write: it catches a stale caller but not two activators racing within
+that gap. Run one activator per object-store root (the scheduled job).
 """
 
 import fcntl
@@ -10,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Protocol
 
+from evidex import storage
 from evidex.bundles import fsync_dir
 
 ACTIVE = "ACTIVE"
@@ -83,3 +87,41 @@ class LocalPointerStore:
             os.fsync(handle.fileno())
         os.replace(temp, self._path)
         fsync_dir(self._root)
+
+
+class ObjectPointerStore:
+    """``<root>/ACTIVE`` as one object on a Beam filesystem (``gs://``, ``s3://``, ...).
+
+    Example:
+        >>> store = ObjectPointerStore("gs://bucket/evidex")
+        >>> store.compare_and_swap(store.read(), "20261130T031100.000000Z")
+    """
+
+    def __init__(self, root: str) -> None:
+        self._path = storage.join(root, ACTIVE)
+
+    def read(self) -> str | None:
+        try:
+            value = storage.read_bytes(self._path).decode("utf-8").strip()
+        except FileNotFoundError:
+            return None
+        return value or None
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """No cross-process lock exists on an object store (see the module notes)."""
+        yield
+
+    def compare_and_swap(self, expected: str | None, new: str) -> None:
+        self.swap_locked(expected, new)
+
+    def swap_locked(self, expected: str | None, new: str) -> None:
+        current = self.read()
+        if current != expected:
+            raise PointerConflictError(f"ACTIVE is {current!r}, expected {expected!r}")
+        storage.write_bytes(self._path, (new + "\n").encode("utf-8"))
+
+
+def pointer_store(root: str) -> LocalPointerStore | ObjectPointerStore:
+    """The pointer store for ``root``: local file or object-store object."""
+    return ObjectPointerStore(root) if storage.is_remote(root) else LocalPointerStore(root)

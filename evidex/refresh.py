@@ -20,7 +20,8 @@ import time
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from evidex.bundles import resolve_root
+from evidex import storage
+from evidex.bundles import local_bundle, resolve_root, store_validation_report
 
 logger = logging.getLogger(__name__)
 
@@ -65,22 +66,16 @@ def listing_fingerprint(pattern: str) -> tuple[str, int]:
 
 
 def read_state(root: str) -> dict[str, Any]:
-    path = os.path.join(root, STATE_FILE)
-    if not os.path.exists(path):
+    try:
+        return dict(json.loads(storage.read_bytes(storage.join(root, STATE_FILE))))
+    except FileNotFoundError:
         return {}
-    with open(path, encoding="utf-8") as handle:
-        return dict(json.load(handle))
 
 
 def write_state(root: str, state: dict[str, Any]) -> None:
-    """Replace the state file atomically (temp file, fsync, rename)."""
-    path = os.path.join(root, STATE_FILE)
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(state, handle, sort_keys=True)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    """Replace the state file atomically (temp file, fsync, rename; one object write)."""
+    payload = json.dumps(state, sort_keys=True).encode("utf-8")
+    storage.write_bytes(storage.join(root, STATE_FILE), payload)
 
 
 def refresh(input_pattern: str, root: str | None, build_args: Sequence[str] = ()) -> RefreshResult:
@@ -98,7 +93,8 @@ def refresh(input_pattern: str, root: str | None, build_args: Sequence[str] = ()
 
     started = time.monotonic()
     root = resolve_root(root)
-    os.makedirs(root, exist_ok=True)
+    if not storage.is_remote(root):
+        os.makedirs(root, exist_ok=True)
     fingerprint, seen = listing_fingerprint(input_pattern)
     state, active = read_state(root), read_active(root)
     if active and state.get("listing") == fingerprint and state.get("bundle_id") == active:
@@ -116,7 +112,9 @@ def refresh(input_pattern: str, root: str | None, build_args: Sequence[str] = ()
         delta.get("deleted", 0),
         delta.get("texts_embedded", 0),
     )
-    report = validate_bundle(built.path, regression=read_cases(root))
+    local = local_bundle(root, built.bundle_id)  # a cached copy on an object-store root
+    report = validate_bundle(local, regression=read_cases(root))
+    store_validation_report(root, built.bundle_id, local)
     if not report.passed:
         failed = ", ".join(c.name for c in report.failed()[:3])
         return RefreshResult(

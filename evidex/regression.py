@@ -9,9 +9,10 @@ bundle built under that root can be activated.
 """
 
 import json
-import os
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from evidex import storage
 
 REGRESSION_FILE = "regression.jsonl"
 
@@ -27,7 +28,7 @@ class RegressionCase(BaseModel):
 
 
 def regression_path(root: str) -> str:
-    return os.path.join(root, REGRESSION_FILE)
+    return storage.join(root, REGRESSION_FILE)
 
 
 def read_cases(root: str) -> list[RegressionCase]:
@@ -37,22 +38,22 @@ def read_cases(root: str) -> list[RegressionCase]:
         ValueError: a line is not a valid case, naming the line.
     """
     path = regression_path(root)
-    if not os.path.isfile(path):
+    try:
+        text = storage.read_bytes(path).decode("utf-8")
+    except FileNotFoundError:
         return []
     cases = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                cases.append(RegressionCase.model_validate_json(line))
-            except ValueError as exc:
-                raise ValueError(f"{path}:{number}: not a regression case: {exc}") from exc
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            cases.append(RegressionCase.model_validate_json(line))
+        except ValueError as exc:
+            raise ValueError(f"{path}:{number}: not a regression case: {exc}") from exc
     return cases
 
 
 def add_case(root: str, case: RegressionCase) -> None:
     """Append a case to the root's suite."""
-    os.makedirs(root, exist_ok=True)
-    with open(regression_path(root), "a", encoding="utf-8") as handle:
-        handle.write(json.dumps(case.model_dump(mode="json"), sort_keys=True) + "\n")
+    line = json.dumps(case.model_dump(mode="json"), sort_keys=True) + "\n"
+    storage.append_bytes(regression_path(root), line.encode("utf-8"))

@@ -11,8 +11,10 @@ import argparse
 import logging
 import os
 import sys
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +23,7 @@ import pyarrow.parquet as pq
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
-from evidex import bundles
+from evidex import bundles, storage
 from evidex.activation import read_active
 from evidex.config import (
     DEFAULT_MAX_BAD_RATIO,
@@ -235,7 +237,7 @@ def assemble(
     to_chunk, reused = documents, None
     if parent is not None:
         delta = documents | "Delta" >> SplitByDelta(
-            parent.revisions, os.path.join(parent.path, bundles.CHUNKS)
+            parent.revisions, storage.join(parent.path, bundles.CHUNKS)
         )
         to_chunk, reused = delta[CHANGED], delta["reused"]
     chunked = to_chunk | "ChunkDocuments" >> ChunkDocuments(
@@ -256,7 +258,7 @@ def assemble(
             staging=staging,
             parent_path=parent.path if parent else None,
         )
-    join = os.path.join
+    join = storage.join
     _ = documents | "WriteDocuments" >> WriteTable(
         join(staging, bundles.DOCUMENTS),
         to_table=lambda rows: records_table(rows, DOCUMENT_SCHEMA),
@@ -288,7 +290,7 @@ def assemble(
         )
 
 
-def _check_bad_ratio(staging: str, max_bad_ratio: float) -> None:
+def _check_bad_ratio(staging: str, max_bad_ratio: float, *, shown: str) -> None:
     docs = pq.ParquetFile(os.path.join(staging, bundles.DOCUMENTS)).metadata.num_rows
     bad = {
         stage: pq.ParquetFile(
@@ -306,7 +308,7 @@ def _check_bad_ratio(staging: str, max_bad_ratio: float) -> None:
         raise BuildFailedError(
             f"dead-letter ratio {ratio:.1%} exceeds the limit {max_bad_ratio:.1%} "
             f"(ingest {bad['ingest']}, chunk {bad['chunk']}, embed {bad['embed']}); "
-            f"see {os.path.join(staging, bundles.FAILURES_DIR)}"
+            f"see {storage.join(shown, bundles.FAILURES_DIR)}"
         )
 
 
@@ -327,6 +329,7 @@ def run(argv: Sequence[str] | None = None, *, bundle_id: str | None = None) -> B
     options = PipelineOptions(list(argv or []))
     opts = options.view_as(EvidexBuildOptions)
     options.view_as(SetupOptions).save_main_session = False
+    storage.configure(options)  # the launcher's own reads/writes use the same clients
     config = config_from_options(opts)
     root = bundles.resolve_root(opts.root)
     logger.info("loading embedding model %s", config.embed.model)
@@ -347,7 +350,8 @@ def run(argv: Sequence[str] | None = None, *, bundle_id: str | None = None) -> B
             raise BuildFailedError(f"no input documents: nothing matches {config.input!r}")
     bundle_id = bundle_id or bundles.new_bundle_id()
     staging = bundles.staging_path(root, bundle_id)
-    os.makedirs(os.path.join(staging, bundles.FAILURES_DIR), exist_ok=True)
+    if not storage.is_remote(staging):
+        os.makedirs(os.path.join(staging, bundles.FAILURES_DIR), exist_ok=True)
     active = read_active(root)
     parent = _delta_parent(root, active, config, model) if opts.delta else None
     logger.info(
@@ -364,25 +368,31 @@ def run(argv: Sequence[str] | None = None, *, bundle_id: str | None = None) -> B
         result.wait_until_finish()
     except (RuntimeError, OSError) as exc:  # a DoFn's error, e.g. ENOSPC at a writer
         raise BuildFailedError(f"pipeline failed: {' '.join(str(exc).split())[:2000]}") from exc
-    _check_bad_ratio(staging, config.max_bad_ratio)
-    delta = _delta_counts(
-        staging, parent, _counter(result, "texts_embedded"), _counter(result, "chunks_reused")
-    )
-    delta["knowledge_texts_embedded"] = _counter(result, KNOWLEDGE_COUNTER)
-    logger.info(
-        "documents: %(new)d new, %(changed)d changed, %(unchanged)d unchanged, "
-        "%(deleted)d deleted; %(texts_embedded)d texts embedded, "
-        "%(chunks_reused)d chunks reused",
-        delta,
-    )
-    manifest = bundles.write_manifest(
-        staging,
-        bundle_id=bundle_id,
-        config=config,
-        model=model,
-        parent_bundle_id=active,
-        delta=delta,
-    )
+    with _local_staging(staging) as local:
+        _check_bad_ratio(local, config.max_bad_ratio, shown=staging)
+        delta = _delta_counts(
+            local, parent, _counter(result, "texts_embedded"), _counter(result, "chunks_reused")
+        )
+        delta["knowledge_texts_embedded"] = _counter(result, KNOWLEDGE_COUNTER)
+        logger.info(
+            "documents: %(new)d new, %(changed)d changed, %(unchanged)d unchanged, "
+            "%(deleted)d deleted; %(texts_embedded)d texts embedded, "
+            "%(chunks_reused)d chunks reused",
+            delta,
+        )
+        manifest = bundles.write_manifest(
+            local,
+            bundle_id=bundle_id,
+            config=config,
+            model=model,
+            parent_bundle_id=active,
+            delta=delta,
+        )
+        if local != staging:  # object store: the manifest joins the staged files
+            storage.write_bytes(
+                storage.join(staging, bundles.MANIFEST),
+                storage.read_bytes(os.path.join(local, bundles.MANIFEST)),
+            )
     path = bundles.publish(root, staging, bundle_id)
     return BuildResult(bundle_id, path, manifest, time.monotonic() - started)
 
@@ -401,9 +411,22 @@ def _delta_parent(
     if not reusable_parent(manifest, config=config, model=model):
         logger.info("active bundle %s used other chunking or model: full build", active)
         return None
-    table = pq.read_table(os.path.join(path, bundles.DOCUMENTS), columns=["doc_id", "revision"])
+    table = bundles.read_columns(storage.join(path, bundles.DOCUMENTS), ["doc_id", "revision"])
     revisions = list(zip(table["doc_id"].to_pylist(), table["revision"].to_pylist(), strict=True))
     return ParentBundle(active, path, revisions)
+
+
+@contextmanager
+def _local_staging(staging: str) -> Iterator[str]:
+    """``staging`` itself when local; else a temporary local copy of the staged files,
+    for the driver's checks and checksums (the launcher reads each file once)."""
+    if not storage.is_remote(staging):
+        yield staging
+        return
+    with tempfile.TemporaryDirectory(prefix="evidex-staging-") as local:
+        logger.info("reading staged files from %s to checksum them", staging)
+        storage.download_tree(staging, local)
+        yield local
 
 
 def _counter(result: Any, name: str) -> int:

@@ -4,13 +4,12 @@ their two vector surfaces (relation summaries, community reports) and tables.
 Only assembly lives here; every algorithm is in ``transforms/``.
 """
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
 import apache_beam as beam
 
-from evidex import bundles
+from evidex import bundles, storage
 from evidex.config import BuildConfig
 from schemas import (
     COMMUNITY_SCHEMA,
@@ -72,7 +71,7 @@ def assemble_knowledge(
     parent_path: str | None = None,
 ) -> None:
     """Add the knowledge layer over ``chunks`` (every chunk of the new bundle)."""
-    knowledge, join = config.knowledge, os.path.join
+    knowledge, join = config.knowledge, storage.join
     pipeline = chunks.pipeline
     extracted = chunks | "ExtractKnowledge" >> ExtractKnowledge(
         pipeline=config.spacy_pipeline, batch_size=knowledge.spacy_batch_size
@@ -92,7 +91,7 @@ def assemble_knowledge(
     } | "DetectCommunities" >> DetectCommunities(config=knowledge, seed=config.seed)
 
     known = None
-    if parent_path and os.path.exists(join(parent_path, bundles.RELATIONS)):
+    if parent_path and storage.exists(join(parent_path, bundles.RELATIONS)):
         known = [
             pipeline
             | f"Known{name}" >> ReadKnownVectors(join(parent_path, filename), text_column=column)

@@ -19,8 +19,8 @@ from evidex.bundles import (
     DOCUMENTS,
     LEXICAL_DIR,
     BundleError,
-    bundle_path,
     embedding_matrix,
+    local_bundle,
     partition_index,
     read_manifest,
     resolve_root,
@@ -180,7 +180,9 @@ def load_bundle(
     """Open the active bundle (or ``bundle_id``) under ``root``.
 
     ``ACTIVE`` is read once; the returned object keeps using that immutable
-    directory even if another bundle is activated meanwhile.
+    directory even if another bundle is activated meanwhile. Under an object-store
+    root (``gs://…``) the bundle is read from a local copy made once per bundle
+    (see :func:`evidex.bundles.local_bundle`).
 
     Args:
         root: bundle root (default ``$EVIDEX_HOME`` or ``./.evidex``).
@@ -207,7 +209,7 @@ def load_bundle(
             "and `evidex activate` first"
         )
     return open_bundle(
-        bundle_path(resolved_root, chosen), verify=verify, model=model, encoder=encoder
+        local_bundle(resolved_root, chosen), verify=verify, model=model, encoder=encoder
     )
 
 

@@ -9,9 +9,9 @@
 # MACHINE_TYPE, MAX_WORKERS, EXTRA_PARAMETERS (comma-separated name=value pairs, e.g.
 # the GPU service options in docs/runners.md).
 #
-# Prepared, not run here. A Dataflow build cannot publish a bundle yet: the bundle
-# root is a POSIX path resolved on the launcher, which Dataflow workers do not share
-# (docs/runners.md, "Dataflow"). Use it once object-store bundle roots land.
+# Prepared, not run here (no cloud project). ROOT is a gs:// URL: workers write the
+# staged bundle there and the launcher publishes it (docs/runners.md, "Object-store
+# bundle roots").
 set -euo pipefail
 
 usage() {
@@ -37,7 +37,7 @@ case "${1:-}" in
             --metadata-file "${here}/metadata.json"
         ;;
     run)
-        : "${INPUT:?set INPUT, e.g. gs://bucket/corpus/}" "${ROOT:?set ROOT, the bundle root}"
+        : "${INPUT:?set INPUT, e.g. gs://bucket/corpus/}" "${ROOT:?set ROOT, the bundle root, e.g. gs://bucket/evidex}"
         # Workers run the same image, so evidex is already installed there: no
         # --setup_file staging at worker start-up.
         parameters="input=${INPUT},root=${ROOT},sdk_container_image=${IMAGE}"

@@ -1,0 +1,196 @@
+"""Bundle roots on any Beam filesystem: a local directory or an object store.
+
+A root such as ``gs://bucket/evidex`` or ``s3://bucket/evidex`` is read and
+written only through Beam's ``FileSystems`` (the same clients the pipeline's
+workers use), so a build on Dataflow can publish where a query server reads.
+Object stores have no directories and no atomic rename of a directory, so:
+
+- a bundle is *published* by moving its files from ``staging/<id>/`` to
+  ``bundles/<id>/`` with ``manifest.json`` last; a bundle without a manifest is
+  not listed, so a half-moved bundle is never seen;
+- ``ACTIVE`` is one small object, replaced by a single write;
+- readers (validation, activation checks, queries) work on a *local copy* of a
+  bundle, made once per bundle in a cache directory and reused while the remote
+  manifest is byte-identical (bundles are immutable).
+"""
+
+import hashlib
+import logging
+import os
+import shutil
+import tempfile
+
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions
+
+logger = logging.getLogger(__name__)
+
+CACHE_ENV = "EVIDEX_CACHE"
+"""Directory for local copies of bundles from remote roots (default ``~/.cache/evidex``)."""
+
+_RAW = CompressionTypes.UNCOMPRESSED  # never guess compression from a file suffix
+
+
+def configure(options: PipelineOptions) -> None:
+    """Use these pipeline options (e.g. ``--s3_endpoint_url``) for bundle-root I/O too."""
+    FileSystems.set_options(options)
+
+
+def is_remote(path: str) -> bool:
+    """Whether ``path`` names an object store or other non-local Beam filesystem."""
+    remote = FileSystems.get_scheme(path) not in (None, "file")
+    if remote and getattr(FileSystems, "_pipeline_options", None) is None:
+        # Beam's S3 client refuses to start without options; empty ones let boto3 and
+        # the GCS client read their usual environment (AWS_ENDPOINT_URL, credentials).
+        configure(PipelineOptions([]))
+    return remote
+
+
+def join(base: str, *parts: str) -> str:
+    """``base/part/...`` in the style of ``base``'s filesystem."""
+    return FileSystems.join(base, *parts) if is_remote(base) else os.path.join(base, *parts)
+
+
+def exists(path: str) -> bool:
+    return FileSystems.exists(path)
+
+
+def read_bytes(path: str) -> bytes:
+    """The whole content of one file.
+
+    Raises:
+        FileNotFoundError: there is no such file.
+    """
+    if not is_remote(path):
+        with open(path, "rb") as handle:
+            return handle.read()
+    if not FileSystems.exists(path):
+        raise FileNotFoundError(path)
+    with FileSystems.open(path, compression_type=_RAW) as handle:
+        return handle.read()
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    """Replace one file's content: temp file + fsync + rename locally, one object write
+    (atomic for readers on GCS and S3) on an object store."""
+    if is_remote(path):
+        with FileSystems.create(path, compression_type=_RAW) as handle:
+            handle.write(data)
+        return
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, exist_ok=True)
+    temp = f"{path}.{os.getpid()}.tmp"
+    with open(temp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temp, path)
+
+
+def append_bytes(path: str, data: bytes) -> None:
+    """Append to a log file: a durable append locally; on an object store, which cannot
+    append, the object is rewritten with ``data`` added (one writer at a time)."""
+    if is_remote(path):
+        try:
+            before = read_bytes(path)
+        except FileNotFoundError:
+            before = b""
+        write_bytes(path, before + data)
+        return
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "ab") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def list_files(directory: str) -> list[str]:
+    """Paths relative to ``directory`` of every file under it, sorted ('/'-separated)."""
+    if not is_remote(directory):
+        if not os.path.isdir(directory):
+            return []
+        return sorted(
+            os.path.relpath(os.path.join(parent, name), directory).replace(os.sep, "/")
+            for parent, _dirs, files in os.walk(directory)
+            for name in files
+        )
+    prefix = directory.rstrip("/") + "/"
+    matched = FileSystems.match([prefix + "**"])[0].metadata_list
+    return sorted(m.path[len(prefix) :] for m in matched if m.path.startswith(prefix))
+
+
+def delete_tree(directory: str) -> None:
+    """Delete ``directory`` and everything under it (no error if it is absent)."""
+    if not is_remote(directory):
+        shutil.rmtree(directory, ignore_errors=True)
+        return
+    files = [join(directory, rel) for rel in list_files(directory)]
+    if files:
+        FileSystems.delete(files)
+
+
+def move_tree(source: str, target: str, *, last: str) -> None:
+    """Move every file from ``source`` to ``target`` on one object store, ``last`` last.
+
+    Raises:
+        FileExistsError: ``target`` already holds files.
+        FileNotFoundError: ``source`` has no ``last`` file.
+    """
+    files = list_files(source)
+    if list_files(target):
+        raise FileExistsError(f"{target} already exists")
+    if last not in files:
+        raise FileNotFoundError(f"{join(source, last)} is missing")
+    ordered = [rel for rel in files if rel != last] + [last]
+    for rel in ordered:  # one at a time, so `last` is written only after all others
+        FileSystems.rename([join(source, rel)], [join(target, rel)])
+
+
+def download_tree(source: str, target: str) -> None:
+    """Copy every file under the remote ``source`` into the local directory ``target``."""
+    for rel in list_files(source):
+        local = os.path.join(target, *rel.split("/"))
+        os.makedirs(os.path.dirname(local), exist_ok=True)
+        with (
+            FileSystems.open(join(source, rel), compression_type=_RAW) as src,
+            open(local, "wb") as dst,
+        ):
+            shutil.copyfileobj(src, dst, 1 << 20)
+
+
+def cache_dir(root: str) -> str:
+    """Local directory holding copies of bundles from the remote ``root``."""
+    base = os.environ.get(CACHE_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "evidex")
+    return os.path.join(base, hashlib.sha256(root.encode("utf-8")).hexdigest()[:16])
+
+
+def local_copy(remote_dir: str, cache: str, *, manifest: str, fresh: tuple[str, ...]) -> str:
+    """A local directory with the files of the immutable remote bundle ``remote_dir``.
+
+    A cached copy is reused when its ``manifest`` bytes equal the remote ones; the
+    files in ``fresh`` (written after publication, e.g. a validation report) are
+    fetched again every time. A new copy is downloaded beside the cache and renamed
+    into place, so a reader never sees half a copy.
+
+    Raises:
+        FileNotFoundError: the remote bundle has no ``manifest``.
+    """
+    name = remote_dir.rstrip("/").rsplit("/", 1)[-1]
+    local = os.path.join(cache, name)
+    remote_manifest = read_bytes(join(remote_dir, manifest))
+    cached_manifest = os.path.join(local, manifest)
+    if not (os.path.isfile(cached_manifest) and read_bytes(cached_manifest) == remote_manifest):
+        os.makedirs(cache, exist_ok=True)
+        temp = tempfile.mkdtemp(prefix=f".{name}.", dir=cache)
+        logger.info("copying bundle %s to %s", remote_dir, local)
+        download_tree(remote_dir, temp)
+        shutil.rmtree(local, ignore_errors=True)
+        os.rename(temp, local)
+    for rel in fresh:
+        remote, path = join(remote_dir, rel), os.path.join(local, rel)
+        if exists(remote):
+            write_bytes(path, read_bytes(remote))
+        elif os.path.exists(path):
+            os.remove(path)
+    return local

@@ -1,0 +1,160 @@
+"""A bundle root on an object store, through Beam's own S3 filesystem.
+
+The S3 endpoint is moto's S3-compatible HTTP server on loopback: Beam's
+``S3FileSystem`` and boto3 run unchanged, exactly as they would against S3, and
+nothing under the root is a local path.
+"""
+
+import json
+import logging
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from evidex import storage
+from evidex.activation import ActivationError, activate, read_active, read_history, rollback
+from evidex.bundles import (
+    CHUNKS,
+    MANIFEST,
+    VALIDATION_REPORT,
+    bundle_path,
+    list_bundles,
+    local_bundle,
+    read_manifest,
+)
+from evidex.cli import main
+
+BUCKET = "evidex-test"
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint():
+    moto_server = pytest.importorskip("moto.server")
+    import boto3
+
+    with pytest.MonkeyPatch.context() as env:
+        for name, value in {
+            "AWS_ACCESS_KEY_ID": "test",
+            "AWS_SECRET_ACCESS_KEY": "test",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }.items():
+            env.setenv(name, value)
+        server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        server.start()
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        host, port = server.get_host_and_port()
+        url = f"http://{host}:{port}"
+        env.setenv("AWS_ENDPOINT_URL", url)  # for commands that take no Beam options
+        boto3.client("s3", endpoint_url=url).create_bucket(Bucket=BUCKET)
+        try:
+            yield url
+        finally:
+            server.stop()
+
+
+def _beam_flags(url: str) -> list[str]:
+    return [
+        f"--s3_endpoint_url={url}",
+        "--s3_access_key_id=test",
+        "--s3_secret_access_key=test",
+        "--s3_region_name=us-east-1",
+    ]
+
+
+def test_storage_helpers_on_an_object_store(s3_endpoint, tmp_path):
+    base = f"s3://{BUCKET}/helpers"
+    assert storage.is_remote(base) and not storage.is_remote(str(tmp_path))
+    storage.write_bytes(storage.join(base, "staging/x/a.bin"), b"a")
+    storage.write_bytes(storage.join(base, "staging/x/sub/b.bin"), b"bb")
+    storage.write_bytes(storage.join(base, "staging/x/manifest.json"), b"{}")
+    assert storage.list_files(storage.join(base, "staging/x")) == [
+        "a.bin",
+        "manifest.json",
+        "sub/b.bin",
+    ]
+    storage.move_tree(
+        storage.join(base, "staging/x"), storage.join(base, "bundles/x"), last=MANIFEST
+    )
+    assert storage.list_files(storage.join(base, "staging/x")) == []
+    assert storage.read_bytes(storage.join(base, "bundles/x/sub/b.bin")) == b"bb"
+    with pytest.raises(FileExistsError):  # never publish over an existing bundle
+        storage.write_bytes(storage.join(base, "staging/y/manifest.json"), b"{}")
+        storage.move_tree(
+            storage.join(base, "staging/y"), storage.join(base, "bundles/x"), last=MANIFEST
+        )
+    storage.append_bytes(storage.join(base, "log"), b"1\n")
+    storage.append_bytes(storage.join(base, "log"), b"2\n")
+    assert storage.read_bytes(storage.join(base, "log")) == b"1\n2\n"
+    with pytest.raises(FileNotFoundError):
+        storage.read_bytes(storage.join(base, "absent"))
+    storage.delete_tree(storage.join(base, "bundles/x"))
+    assert storage.list_files(storage.join(base, "bundles")) == []
+
+
+def test_a_bundle_without_its_manifest_is_not_listed(s3_endpoint):
+    root = f"s3://{BUCKET}/half"
+    storage.write_bytes(storage.join(root, "bundles/b9/chunks.parquet"), b"partial")
+    assert list_bundles(root) == []
+
+
+@pytest.mark.slow
+def test_build_validate_activate_query_and_delta_on_an_object_store(
+    s3_endpoint, tiny_corpus, built_root, tmp_path, monkeypatch, query_encoder
+):
+    from pipelines.build_index import run
+    from query import load_bundle, retrieve
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv(storage.CACHE_ENV, str(cache))
+    root = f"s3://{BUCKET}/roots/main"
+    flags = _beam_flags(s3_endpoint)
+
+    first = run(["--input", str(tiny_corpus), "--root", root, *flags], bundle_id="b1")
+    assert first.path == f"{root}/bundles/b1"
+    remote = storage.list_files(root)
+    assert remote and all(rel.startswith("bundles/b1/") for rel in remote)  # staging is gone
+    manifest = read_manifest(bundle_path(root, "b1"))
+    assert set(manifest.files) | {MANIFEST} == {rel.split("/", 2)[2] for rel in remote}
+    # same input, same config: the same chunk rows as the local build of the tiny corpus
+    local_chunks = pq.read_table(Path(built_root) / "bundles/b1" / CHUNKS, columns=["chunk_id"])
+    copy = local_bundle(root, "b1")
+    assert Path(copy).is_relative_to(cache)
+    remote_chunks = pq.read_table(Path(copy) / CHUNKS, columns=["chunk_id"])
+    assert remote_chunks.equals(local_chunks)
+
+    with pytest.raises(ActivationError, match="not been validated"):
+        activate(root, "b1")
+    assert main(["validate", "--root", root]) == 0
+    report = json.loads(
+        storage.read_bytes(storage.join(bundle_path(root, "b1"), VALIDATION_REPORT))
+    )
+    assert report["passed"] is True
+    assert main(["activate", "b1", "--root", root]) == 0
+    assert read_active(root) == "b1"
+    assert storage.read_bytes(storage.join(root, "ACTIVE")) == b"b1\n"
+
+    bundle = load_bundle(root, model=query_encoder)
+    assert bundle.bundle_id == "b1" and Path(bundle.path).is_relative_to(cache)
+    top = retrieve(bundle, "Which volcano is on Sicily?", k=1)[0]
+    assert top.doc_id == "volcano.txt"
+
+    # an unchanged corpus, built by worker processes that share no disk with this one:
+    # the delta build reads the remote parent and reuses every chunk row
+    workers = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
+    second = run(["--input", str(tiny_corpus), "--root", root, *flags, *workers], bundle_id="b2")
+    assert second.manifest.parent_bundle_id == "b1"
+    assert second.manifest.delta["texts_embedded"] == 0
+    assert second.manifest.delta["chunks_reused"] == manifest.row_counts["chunks"]
+    assert list_bundles(root) == ["b1", "b2"]
+    with pytest.raises(ActivationError, match="not been validated"):
+        activate(root, "b2")
+    assert read_active(root) == "b1"  # a refused activation leaves ACTIVE alone
+    assert main(["validate", "b2", "--root", root]) == 0
+    activate(root, "b2")
+    rollback(root)
+    assert read_active(root) == "b1"
+    assert [e["action"] for e in read_history(root)] == ["activate", "activate", "rollback"]
+    assert main(["gc", "--keep", "0", "--root", root]) == 0  # b1 active; b2 is not protected
+    assert list_bundles(root) == ["b1"]
+    assert storage.list_files(bundle_path(root, "b2")) == []
