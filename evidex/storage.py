@@ -17,43 +17,59 @@ Object stores have no directories and no atomic rename of a directory, so:
 import hashlib
 import logging
 import os
+import re
 import shutil
 import tempfile
-
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import PipelineOptions
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
 CACHE_ENV = "EVIDEX_CACHE"
 """Directory for local copies of bundles from remote roots (default ``~/.cache/evidex``)."""
 
-_RAW = CompressionTypes.UNCOMPRESSED  # never guess compression from a file suffix
+_SCHEME = re.compile(r"^(?P<scheme>[a-zA-Z][-a-zA-Z0-9+.]*)://")
+"""A URL scheme as Beam's ``FileSystems.get_scheme`` reads it."""
+
+_RAW = "uncompressed"  # never guess compression from a file suffix
 
 
-def configure(options: PipelineOptions) -> None:
+def _filesystems() -> Any:
+    """Beam's ``FileSystems``, imported only for remote paths: the query module reads
+    local bundles without importing Apache Beam."""
+    from apache_beam.io.filesystems import FileSystems
+
+    if getattr(FileSystems, "_pipeline_options", None) is None:
+        # Beam's S3 client refuses to start without options; empty ones let boto3 and
+        # the GCS client read their usual environment (AWS_ENDPOINT_URL, credentials).
+        from apache_beam.options.pipeline_options import PipelineOptions
+
+        FileSystems.set_options(PipelineOptions([]))
+    return FileSystems
+
+
+def configure(options: Any) -> None:
     """Use these pipeline options (e.g. ``--s3_endpoint_url``) for bundle-root I/O too."""
+    from apache_beam.io.filesystems import FileSystems
+
     FileSystems.set_options(options)
 
 
 def is_remote(path: str) -> bool:
-    """Whether ``path`` names an object store or other non-local Beam filesystem."""
-    remote = FileSystems.get_scheme(path) not in (None, "file")
-    if remote and getattr(FileSystems, "_pipeline_options", None) is None:
-        # Beam's S3 client refuses to start without options; empty ones let boto3 and
-        # the GCS client read their usual environment (AWS_ENDPOINT_URL, credentials).
-        configure(PipelineOptions([]))
-    return remote
+    """Whether ``path`` names an object store or other non-local filesystem (a URL
+    scheme other than ``file``)."""
+    match = _SCHEME.match(path)
+    return match is not None and match.group("scheme").lower() != "file"
 
 
 def join(base: str, *parts: str) -> str:
     """``base/part/...`` in the style of ``base``'s filesystem."""
-    return FileSystems.join(base, *parts) if is_remote(base) else os.path.join(base, *parts)
+    if is_remote(base):
+        return str(_filesystems().join(base, *parts))
+    return os.path.join(base, *parts)
 
 
 def exists(path: str) -> bool:
-    return FileSystems.exists(path)
+    return bool(_filesystems().exists(path)) if is_remote(path) else os.path.exists(path)
 
 
 def read_bytes(path: str) -> bytes:
@@ -65,17 +81,18 @@ def read_bytes(path: str) -> bytes:
     if not is_remote(path):
         with open(path, "rb") as handle:
             return handle.read()
-    if not FileSystems.exists(path):
+    filesystems = _filesystems()
+    if not filesystems.exists(path):
         raise FileNotFoundError(path)
-    with FileSystems.open(path, compression_type=_RAW) as handle:
-        return handle.read()
+    with filesystems.open(path, compression_type=_RAW) as handle:
+        return bytes(handle.read())
 
 
 def write_bytes(path: str, data: bytes) -> None:
     """Replace one file's content: temp file + fsync + rename locally, one object write
     (atomic for readers on GCS and S3) on an object store."""
     if is_remote(path):
-        with FileSystems.create(path, compression_type=_RAW) as handle:
+        with _filesystems().create(path, compression_type=_RAW) as handle:
             handle.write(data)
         return
     directory = os.path.dirname(path) or "."
@@ -116,7 +133,7 @@ def list_files(directory: str) -> list[str]:
             for name in files
         )
     prefix = directory.rstrip("/") + "/"
-    matched = FileSystems.match([prefix + "**"])[0].metadata_list
+    matched = _filesystems().match([prefix + "**"])[0].metadata_list
     return sorted(m.path[len(prefix) :] for m in matched if m.path.startswith(prefix))
 
 
@@ -127,7 +144,7 @@ def delete_tree(directory: str) -> None:
         return
     files = [join(directory, rel) for rel in list_files(directory)]
     if files:
-        FileSystems.delete(files)
+        _filesystems().delete(files)
 
 
 def move_tree(source: str, target: str, *, last: str) -> None:
@@ -144,7 +161,7 @@ def move_tree(source: str, target: str, *, last: str) -> None:
         raise FileNotFoundError(f"{join(source, last)} is missing")
     ordered = [rel for rel in files if rel != last] + [last]
     for rel in ordered:  # one at a time, so `last` is written only after all others
-        FileSystems.rename([join(source, rel)], [join(target, rel)])
+        _filesystems().rename([join(source, rel)], [join(target, rel)])
 
 
 def download_tree(source: str, target: str) -> None:
@@ -153,7 +170,7 @@ def download_tree(source: str, target: str) -> None:
         local = os.path.join(target, *rel.split("/"))
         os.makedirs(os.path.dirname(local), exist_ok=True)
         with (
-            FileSystems.open(join(source, rel), compression_type=_RAW) as src,
+            _filesystems().open(join(source, rel), compression_type=_RAW) as src,
             open(local, "wb") as dst,
         ):
             shutil.copyfileobj(src, dst, 1 << 20)
