@@ -121,6 +121,7 @@ def local_bundle(root: str, bundle_id: str) -> str:
 
     Raises:
         BundleError: the bundle has no manifest (missing or not finished).
+        UnsafeArtifactError: an object name under the bundle climbs out of it.
     """
     path = bundle_path(root, bundle_id)
     if not storage.is_remote(path):
@@ -131,6 +132,8 @@ def local_bundle(root: str, bundle_id: str) -> str:
         )
     except FileNotFoundError as exc:
         raise BundleError(f"no manifest at {path}: not a finished bundle") from exc
+    except ValueError as exc:
+        raise UnsafeArtifactError(str(exc)) from exc
 
 
 def store_validation_report(root: str, bundle_id: str, local: str) -> None:

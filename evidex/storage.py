@@ -165,9 +165,16 @@ def move_tree(source: str, target: str, *, last: str) -> None:
 
 
 def download_tree(source: str, target: str) -> None:
-    """Copy every file under the remote ``source`` into the local directory ``target``."""
+    """Copy every file under the remote ``source`` into the local directory ``target``.
+
+    Raises:
+        ValueError: an object name would land outside ``target`` (``..``, empty parts).
+    """
     for rel in list_files(source):
-        local = os.path.join(target, *rel.split("/"))
+        parts = rel.split("/")
+        if any(part in ("", ".", "..") for part in parts):
+            raise ValueError(f"refusing to copy {join(source, rel)!r}: a path outside {target}")
+        local = os.path.join(target, *parts)
         os.makedirs(os.path.dirname(local), exist_ok=True)
         with (
             _filesystems().open(join(source, rel), compression_type=_RAW) as src,
@@ -202,8 +209,14 @@ def local_copy(remote_dir: str, cache: str, *, manifest: str, fresh: tuple[str, 
         temp = tempfile.mkdtemp(prefix=f".{name}.", dir=cache)
         logger.info("copying bundle %s to %s", remote_dir, local)
         download_tree(remote_dir, temp)
-        shutil.rmtree(local, ignore_errors=True)
-        os.rename(temp, local)
+        if os.path.isfile(cached_manifest) and read_bytes(cached_manifest) == remote_manifest:
+            shutil.rmtree(temp)  # another process finished the same copy first: keep it
+        else:  # absent or stale: swap, never deleting files a reader may have open first
+            stale = f"{temp}.stale"
+            if os.path.exists(local):
+                os.rename(local, stale)
+            os.rename(temp, local)
+            shutil.rmtree(stale, ignore_errors=True)
     for rel in fresh:
         remote, path = join(remote_dir, rel), os.path.join(local, rel)
         if exists(remote):

@@ -92,6 +92,32 @@ def test_storage_helpers_on_an_object_store(s3_endpoint, tmp_path):
     assert storage.list_files(storage.join(base, "bundles")) == []
 
 
+def test_local_copies_are_reused_and_never_escape_the_cache(s3_endpoint, tmp_path):
+    remote = f"s3://{BUCKET}/copies/bundles/b1"
+    storage.write_bytes(storage.join(remote, "data.bin"), b"payload")
+    storage.write_bytes(storage.join(remote, MANIFEST), b'{"v": 1}')
+    cache = str(tmp_path / "cache")
+    first = storage.local_copy(remote, cache, manifest=MANIFEST, fresh=(VALIDATION_REPORT,))
+    assert (Path(first) / "data.bin").read_bytes() == b"payload"
+    assert not (Path(first) / VALIDATION_REPORT).exists()
+    # same manifest: the copy is reused (a changed data object is not fetched again) ...
+    storage.write_bytes(storage.join(remote, "data.bin"), b"changed")
+    storage.write_bytes(storage.join(remote, VALIDATION_REPORT), b'{"passed": true}')
+    again = storage.local_copy(remote, cache, manifest=MANIFEST, fresh=(VALIDATION_REPORT,))
+    assert again == first and (Path(first) / "data.bin").read_bytes() == b"payload"
+    assert (Path(first) / VALIDATION_REPORT).read_bytes() == b'{"passed": true}'  # refreshed
+    # ... and a different manifest means a different bundle: copied again
+    storage.write_bytes(storage.join(remote, MANIFEST), b'{"v": 2}')
+    storage.local_copy(remote, cache, manifest=MANIFEST, fresh=())
+    assert (Path(first) / "data.bin").read_bytes() == b"changed"
+    # an object name that climbs out of the bundle is refused before anything is written
+    storage.write_bytes(f"s3://{BUCKET}/copies/bundles/b1/../../escape.bin", b"x")
+    storage.write_bytes(storage.join(remote, MANIFEST), b'{"v": 3}')
+    with pytest.raises(ValueError, match="outside"):
+        storage.local_copy(remote, cache, manifest=MANIFEST, fresh=())
+    assert not list(tmp_path.rglob("escape.bin"))
+
+
 def test_a_bundle_without_its_manifest_is_not_listed(s3_endpoint):
     root = f"s3://{BUCKET}/half"
     storage.write_bytes(storage.join(root, "bundles/b9/chunks.parquet"), b"partial")
