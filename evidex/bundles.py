@@ -13,7 +13,7 @@ import datetime as dt
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -165,13 +165,6 @@ def sha256_file(path: str) -> str:
     return digest.hexdigest()
 
 
-def _walk_files(directory: str) -> Iterator[str]:
-    for parent, _dirs, files in os.walk(directory):
-        for name in files:
-            full = os.path.join(parent, name)
-            yield os.path.relpath(full, directory).replace(os.sep, "/")
-
-
 def fingerprint_pairs(pairs: Iterable[tuple[str, str]]) -> str:
     """sha256 over the sorted, distinct ``doc_id ␟ revision`` lines."""
     payload = "\n".join(f"{d}\x1f{r}" for d, r in sorted(set(pairs))).encode("utf-8")
@@ -210,7 +203,7 @@ def write_manifest(
             sha256=sha256_file(os.path.join(staging, rel)),
             size=os.path.getsize(os.path.join(staging, rel)),
         )
-        for rel in sorted(_walk_files(staging))
+        for rel in storage.list_files(staging)
         if rel not in (MANIFEST, VALIDATION_REPORT)
     }
     row_counts = {
@@ -399,7 +392,7 @@ def verify_artifacts(path: str) -> None:
             if os.path.islink(os.path.join(parent, name)):
                 rel = os.path.relpath(os.path.join(parent, name), path)
                 raise UnsafeArtifactError(f"bundle directory {rel} is a symbolic link")
-    for rel in sorted(_walk_files(path)):
+    for rel in storage.list_files(path):
         _check_artifact(path, rel)
 
 

@@ -48,8 +48,7 @@ class QueryEncoder:
 
     def __init__(self, model: Any, session: Any = None, inputs: tuple[str, ...] = ()) -> None:
         self.model = model
-        # sentence-transformers 6 renamed tokenize() to preprocess(); accept either
-        self._features = getattr(model, "preprocess", None) or model.tokenize
+        self._features = _preprocessor(model)
         self._session = session
         self._inputs = inputs
         self._lock = threading.Lock()  # fast tokenizers refuse concurrent calls
@@ -93,6 +92,12 @@ class QueryEncoder:
         return vector / norm if norm > 0 else vector
 
 
+def _preprocessor(model: Any) -> Any:
+    """The model's text -> tensors step (sentence-transformers 6 renamed ``tokenize``
+    to ``preprocess``; accept either)."""
+    return getattr(model, "preprocess", None) or model.tokenize
+
+
 def _exported(model: Any) -> QueryEncoder:
     """Export ``model`` to an in-memory ONNX graph and check it against PyTorch."""
     try:
@@ -100,7 +105,7 @@ def _exported(model: Any) -> QueryEncoder:
         import torch
     except ImportError as exc:
         raise EncoderError(f"onnxruntime is not installed ({exc})") from exc
-    features = (getattr(model, "preprocess", None) or model.tokenize)([PROBES[1]])
+    features = _preprocessor(model)([PROBES[1]])
     inputs = tuple(
         name for name in ("input_ids", "attention_mask", "token_type_ids") if name in features
     )

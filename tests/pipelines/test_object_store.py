@@ -30,8 +30,8 @@ BUCKET = "evidex-test"
 
 @pytest.fixture(scope="module")
 def s3_endpoint():
-    moto_server = pytest.importorskip("moto.server")
     import boto3
+    from moto import server as moto_server  # a dev dependency: missing means a broken install
 
     with pytest.MonkeyPatch.context() as env:
         for name, value in {
