@@ -69,12 +69,19 @@ def assemble_knowledge(
     dimension: int,
     staging: str,
     parent_path: str | None = None,
+    spacy_processes: int = 1,
 ) -> None:
-    """Add the knowledge layer over ``chunks`` (every chunk of the new bundle)."""
+    """Add the knowledge layer over ``chunks`` (every chunk of the new bundle).
+
+    ``spacy_processes`` is how many parsers each worker runs (itself included);
+    it changes speed, never the output.
+    """
     knowledge, join = config.knowledge, storage.join
     pipeline = chunks.pipeline
     extracted = chunks | "ExtractKnowledge" >> ExtractKnowledge(
-        pipeline=config.spacy_pipeline, batch_size=knowledge.spacy_batch_size
+        pipeline=config.spacy_pipeline,
+        batch_size=knowledge.spacy_batch_size,
+        processes=spacy_processes,
     )
     canon = {
         "mentions": extracted[MENTIONS],

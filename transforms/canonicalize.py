@@ -12,12 +12,13 @@ from typing import Any
 
 import apache_beam as beam
 import numpy as np
-from apache_beam.pvalue import AsList, TaggedOutput
+from apache_beam.pvalue import TaggedOutput
 from apache_beam.utils.shared import Shared
 
 from evidex.config import KnowledgeConfig
 from schemas import Entity, Mention
 from transforms.canonical import MentionRef, canonicalize
+from transforms.gather import Gather
 from transforms.tags import typed
 
 logger = logging.getLogger(__name__)
@@ -53,9 +54,11 @@ class _CanonicalizeFn(beam.DoFn):
     def setup(self) -> None:
         self._holder = self._shared.acquire(lambda: _ModelHolder(self._model))
 
-    def process(self, mentions: list[Mention], acronyms: list[tuple[str, str]]) -> Iterator[Any]:
+    def process(self, gathered: dict[str, list[Any]]) -> Iterator[Any]:
         if self._holder is None:
             raise RuntimeError("_CanonicalizeFn.setup() was not called")
+        mentions: list[Mention] = gathered["mentions"]
+        acronyms: list[tuple[str, str]] = gathered["acronyms"]
         refs = [MentionRef(m.mention_id, m.text, m.label, m.norm, m.chunk_id) for m in mentions]
         result = canonicalize(
             refs,
@@ -92,11 +95,8 @@ class CanonicalizeEntities(beam.PTransform):
 
     def expand(self, inputs: Any) -> Any:
         out = (
-            inputs["mentions"]
-            | "CollectMentions" >> beam.combiners.ToList()
-            | "Canonicalize"
-            >> beam.ParDo(self._fn, AsList(inputs["acronyms"])).with_outputs(
-                MENTIONS, main=ENTITIES
-            )
+            {"mentions": inputs["mentions"], "acronyms": inputs["acronyms"]}
+            | "GatherMentions" >> Gather()
+            | "Canonicalize" >> beam.ParDo(self._fn).with_outputs(MENTIONS, main=ENTITIES)
         )
         return {ENTITIES: typed(out[ENTITIES], Entity), MENTIONS: typed(out[MENTIONS], Mention)}

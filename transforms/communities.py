@@ -13,10 +13,10 @@ from typing import Any
 
 import apache_beam as beam
 import networkx as nx
-from apache_beam.pvalue import AsDict
 
 from evidex.config import KnowledgeConfig
 from schemas import Community, Relation, stable_id
+from transforms.gather import Gather
 from transforms.graph import entity_graph, louvain_levels, weighted_degree
 from transforms.summaries import COOCCURRENCE
 from transforms.tags import typed
@@ -139,8 +139,9 @@ class _CommunitiesFn(beam.DoFn):
         self._config = config
         self._seed = seed
 
-    def process(self, relations: list[Relation], names: dict[str, str]) -> Iterator[Community]:
-        ordered = sorted(relations, key=lambda r: r.relation_id)
+    def process(self, gathered: dict[str, list[Any]]) -> Iterator[Community]:
+        ordered = sorted(gathered["relations"], key=lambda r: r.relation_id)
+        names = dict(gathered["names"])
         communities = detect_communities(ordered, names, config=self._config, seed=self._seed)
         logger.info("found %d communities", len(communities))
         yield from communities
@@ -162,8 +163,8 @@ class DetectCommunities(beam.PTransform):
     def expand(self, inputs: Any) -> beam.PCollection:  # {name: PCollection}
         names = inputs["entities"] | "EntityName" >> beam.Map(lambda e: (e.entity_id, e.name))
         communities = (
-            inputs["relations"]
-            | "CollectRelations" >> beam.combiners.ToList()
-            | "Louvain" >> beam.ParDo(self._fn, AsDict(names))
+            {"relations": inputs["relations"], "names": names}
+            | "GatherRelations" >> Gather()
+            | "Louvain" >> beam.ParDo(self._fn)
         )
         return typed(communities, Community)

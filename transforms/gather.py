@@ -1,0 +1,46 @@
+"""Gather: several PCollections -> one element holding each of them as a list.
+
+The input of a global step (canonicalization, relation aggregation, Louvain).
+It is a ``CoGroupByKey`` on one constant key rather than side inputs: a Beam
+worker measures the deep size of every side input it caches (``objsize`` over
+every object), which on mention-sized collections cost more than the steps
+themselves (80 s of an 880 s profiled build of 1,000 SciFact abstracts).
+"""
+
+from typing import Any
+
+import apache_beam as beam
+
+_ONE_KEY = b""
+
+
+def _key(element: Any) -> tuple[bytes, Any]:
+    return _ONE_KEY, element
+
+
+def _lists(item: tuple[bytes, dict[str, Any]]) -> dict[str, list[Any]]:
+    _, grouped = item
+    return {name: list(values) for name, values in grouped.items()}
+
+
+class Gather(beam.PTransform):
+    """``{name: PCollection}`` -> ``PCollection`` of one ``{name: list}`` element.
+
+    Empty inputs give empty lists; when every input is empty there is no element,
+    so the step after it does not run at all.
+
+    Example:
+        >>> gathered = {"statements": s, "assignment": a} | Gather()
+        >>> gathered | beam.FlatMap(lambda g: aggregate(g["statements"], g["assignment"]))
+    """
+
+    def expand(self, inputs: Any) -> beam.PCollection:  # {name: PCollection}
+        if not inputs:
+            raise ValueError("Gather needs at least one named PCollection")
+        keyed = {
+            name: pcoll
+            | f"Key{name}"
+            >> beam.Map(_key).with_output_types(tuple[bytes, pcoll.element_type or Any])
+            for name, pcoll in inputs.items()
+        }
+        return keyed | "GroupAll" >> beam.CoGroupByKey() | "AsLists" >> beam.Map(_lists)
