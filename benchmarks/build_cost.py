@@ -15,6 +15,7 @@ a ratio of at most 1.3 (everything that is not embedding costs under 30%).
 
 import argparse
 import json
+import logging
 import os
 import sys
 import time
@@ -59,6 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--model", default=None, help="model (default: the bundled MiniLM)")
     parser.add_argument("--json", default=None, help="also write the figures to this file")
     args = parser.parse_args(own)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", force=True)
     force_offline()
     from pipelines.build_index import run
 

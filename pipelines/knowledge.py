@@ -20,7 +20,7 @@ from schemas import (
     DeadLetter,
 )
 from transforms.ann import BuildAnnIndex
-from transforms.canonicalize import ENTITIES, CanonicalizeEntities
+from transforms.canonicalize import ASSIGNMENT, ENTITIES, NAMES, CanonicalizeEntities
 from transforms.communities import DetectCommunities
 from transforms.delta import ReadKnownVectors
 from transforms.embed import EmbedTexts, text_key
@@ -89,12 +89,12 @@ def assemble_knowledge(
     } | "CanonicalizeEntities" >> CanonicalizeEntities(model=model_path, config=knowledge)
     relations = {
         "statements": extracted[STATEMENTS],
-        "mentions": canon[MENTIONS],
-        "entities": canon[ENTITIES],
+        "assignment": canon[ASSIGNMENT],
+        "names": canon[NAMES],
     } | "AggregateRelations" >> AggregateRelations()
     communities = {
         "relations": relations,
-        "entities": canon[ENTITIES],
+        "names": canon[NAMES],
     } | "DetectCommunities" >> DetectCommunities(config=knowledge, seed=config.seed)
 
     known = None

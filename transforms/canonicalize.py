@@ -25,6 +25,8 @@ logger = logging.getLogger(__name__)
 
 ENTITIES = "entities"
 MENTIONS = "mentions"
+ASSIGNMENT = "assignment"
+NAMES = "names"
 
 
 class _ModelHolder:
@@ -74,10 +76,14 @@ class _CanonicalizeFn(beam.DoFn):
         for mention in mentions:
             entity_id = result.assignment[mention.mention_id]
             yield TaggedOutput(MENTIONS, mention._replace(entity_id=entity_id))
+        # The next global steps get both maps as one element each, not a row per entry.
+        yield TaggedOutput(ASSIGNMENT, dict(result.assignment))
+        yield TaggedOutput(NAMES, {e.entity_id: e.name for e in result.entities})
 
 
 class CanonicalizeEntities(beam.PTransform):
-    """``{mentions, acronyms}`` -> ``{entities: Entity, mentions: Mention with entity_id}``.
+    """``{mentions, acronyms}`` -> ``{entities: Entity, mentions: Mention with entity_id,
+    assignment: one {mention_id: entity_id} dict, names: one {entity_id: name} dict}``.
 
     Example:
         >>> out = {"mentions": m, "acronyms": a} | CanonicalizeEntities(model=path)
@@ -97,6 +103,12 @@ class CanonicalizeEntities(beam.PTransform):
         out = (
             {"mentions": inputs["mentions"], "acronyms": inputs["acronyms"]}
             | "GatherMentions" >> Gather()
-            | "Canonicalize" >> beam.ParDo(self._fn).with_outputs(MENTIONS, main=ENTITIES)
+            | "Canonicalize"
+            >> beam.ParDo(self._fn).with_outputs(MENTIONS, ASSIGNMENT, NAMES, main=ENTITIES)
         )
-        return {ENTITIES: typed(out[ENTITIES], Entity), MENTIONS: typed(out[MENTIONS], Mention)}
+        return {
+            ENTITIES: typed(out[ENTITIES], Entity),
+            MENTIONS: typed(out[MENTIONS], Mention),
+            ASSIGNMENT: out[ASSIGNMENT],
+            NAMES: out[NAMES],
+        }

@@ -16,7 +16,7 @@ import networkx as nx
 
 from evidex.config import KnowledgeConfig
 from schemas import Community, Relation, stable_id
-from transforms.gather import Gather
+from transforms.gather import Gather, single
 from transforms.graph import entity_graph, louvain_levels, weighted_degree
 from transforms.summaries import COOCCURRENCE
 from transforms.tags import typed
@@ -141,17 +141,19 @@ class _CommunitiesFn(beam.DoFn):
 
     def process(self, gathered: dict[str, list[Any]]) -> Iterator[Community]:
         ordered = sorted(gathered["relations"], key=lambda r: r.relation_id)
-        names = dict(gathered["names"])
+        names = single(gathered["names"], {})
         communities = detect_communities(ordered, names, config=self._config, seed=self._seed)
         logger.info("found %d communities", len(communities))
         yield from communities
 
 
 class DetectCommunities(beam.PTransform):
-    """``{relations, entities}`` -> ``PCollection[Community]`` (global step, seeded).
+    """``{relations, names}`` -> ``PCollection[Community]`` (global step, seeded).
+
+    ``names`` holds one {entity_id: name} dict.
 
     Example:
-        >>> communities = {"relations": r, "entities": e} | DetectCommunities(seed=17)
+        >>> communities = {"relations": r, "names": n} | DetectCommunities(seed=17)
 
     Memory bound: the entity graph (every relation with an entity object) on one worker.
     """
@@ -161,9 +163,8 @@ class DetectCommunities(beam.PTransform):
         self._fn = _CommunitiesFn(config=config or KnowledgeConfig(), seed=seed)
 
     def expand(self, inputs: Any) -> beam.PCollection:  # {name: PCollection}
-        names = inputs["entities"] | "EntityName" >> beam.Map(lambda e: (e.entity_id, e.name))
         communities = (
-            {"relations": inputs["relations"], "names": names}
+            {"relations": inputs["relations"], "names": inputs["names"]}
             | "GatherRelations" >> Gather()
             | "Louvain" >> beam.ParDo(self._fn)
         )

@@ -23,6 +23,18 @@ def _lists(item: tuple[bytes, dict[str, Any]]) -> dict[str, list[Any]]:
     return {name: list(values) for name, values in grouped.items()}
 
 
+def single(values: list[Any], empty: Any) -> Any:
+    """The one element a gathered input holds, e.g. a map a global step emitted whole;
+    ``empty`` when the input had none.
+
+    Raises:
+        ValueError: more than one element.
+    """
+    if len(values) > 1:
+        raise ValueError(f"expected one element, got {len(values)}")
+    return values[0] if values else empty
+
+
 class Gather(beam.PTransform):
     """``{name: PCollection}`` -> ``PCollection`` of one ``{name: list}`` element.
 

@@ -14,7 +14,7 @@ from typing import Any
 import apache_beam as beam
 
 from schemas import Relation, Statement, stable_id
-from transforms.gather import Gather
+from transforms.gather import Gather, single
 from transforms.normalize import normalize_surface
 from transforms.tags import typed
 
@@ -99,29 +99,27 @@ def aggregate_relations(
 class _AggregateFn(beam.DoFn):
     def process(self, gathered: dict[str, list[Any]]) -> Iterator[Relation]:
         statements = gathered["statements"]
-        relations = aggregate_relations(
-            statements, dict(gathered["assignment"]), dict(gathered["names"])
-        )
+        assignment, names = single(gathered["assignment"], {}), single(gathered["names"], {})
+        relations = aggregate_relations(statements, assignment, names)
         logger.info("grouped %d statements into %d relations", len(statements), len(relations))
         yield from relations
 
 
 class AggregateRelations(beam.PTransform):
-    """``{statements, mentions, entities}`` -> ``PCollection[Relation]`` (global step).
+    """``{statements, assignment, names}`` -> ``PCollection[Relation]`` (global step).
+
+    ``assignment`` ({mention_id: entity_id}) and ``names`` ({entity_id: name}) hold
+    one dict each, as :class:`transforms.canonicalize.CanonicalizeEntities` emits them.
 
     Example:
-        >>> relations = {"statements": s, "mentions": m, "entities": e} | AggregateRelations()
+        >>> relations = {"statements": s, "assignment": a, "names": n} | AggregateRelations()
 
     Memory bound: every statement of the corpus on one worker.
     """
 
     def expand(self, inputs: Any) -> beam.PCollection:  # {name: PCollection}
-        assignment = inputs["mentions"] | "MentionEntity" >> beam.Map(
-            lambda m: (m.mention_id, m.entity_id)
-        )
-        names = inputs["entities"] | "EntityName" >> beam.Map(lambda e: (e.entity_id, e.name))
         relations = (
-            {"statements": inputs["statements"], "assignment": assignment, "names": names}
+            {name: inputs[name] for name in ("statements", "assignment", "names")}
             | "GatherStatements" >> Gather()
             | "Aggregate" >> beam.ParDo(_AggregateFn())
         )
