@@ -21,6 +21,7 @@ from apache_beam.io.filesystems import FileSystems
 from evidex.bundles import partition_index
 from evidex.config import AnnConfig
 from schemas import EmbeddedChunk, ann_key
+from transforms.gather import CollectAll
 
 logger = logging.getLogger(__name__)
 
@@ -106,11 +107,7 @@ class BuildAnnIndex(beam.PTransform):
         self._fn = _BuildIndexFn(path=path, dimension=dimension, config=config)
 
     def expand(self, embedded: beam.PCollection) -> beam.PCollection:
-        return (
-            embedded
-            | "CollectVectors" >> beam.combiners.ToList()
-            | "BuildHnsw" >> beam.ParDo(self._fn)
-        )
+        return embedded | "CollectVectors" >> CollectAll() | "BuildHnsw" >> beam.ParDo(self._fn)
 
 
 class _BuildPartitionFn(beam.DoFn):

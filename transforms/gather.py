@@ -1,10 +1,13 @@
-"""Gather: several PCollections -> one element holding each of them as a list.
+"""Gather: PCollections -> one element holding each of them as a list.
 
-The input of a global step (canonicalization, relation aggregation, Louvain).
-It is a ``CoGroupByKey`` on one constant key rather than side inputs: a Beam
-worker measures the deep size of every side input it caches (``objsize`` over
-every object), which on mention-sized collections cost more than the steps
-themselves (80 s of an 880 s profiled build of 1,000 SciFact abstracts).
+The input of every global step (table writers, index builders, canonicalization,
+relation aggregation, Louvain). Both transforms are a ``CoGroupByKey`` on one
+constant key, never a side input: a Beam worker measures the deep size of every
+side input it caches (``objsize`` over every object), which on mention-sized
+collections cost more than the steps themselves (80 s of an 880 s profiled
+build of 1,000 SciFact abstracts). ``beam.combiners.ToList()`` is such a side
+input in disguise: ``CombineGlobally`` hands the combined list to one to inject
+its empty default, so :class:`CollectAll` replaces it.
 """
 
 from typing import Any
@@ -56,3 +59,21 @@ class Gather(beam.PTransform):
             for name, pcoll in inputs.items()
         }
         return keyed | "GroupAll" >> beam.CoGroupByKey() | "AsLists" >> beam.Map(_lists)
+
+
+class CollectAll(beam.PTransform):
+    """``PCollection`` -> exactly one element: the list of all its elements, in no
+    particular order (``[]`` when there are none), like ``beam.combiners.ToList()``
+    without its side input.
+
+    Example:
+        >>> rows | CollectAll() | beam.ParDo(WriteSortedTable())
+    """
+
+    def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
+        once = pcoll.pipeline | "Once" >> beam.Create([None])
+        return (
+            {"items": pcoll, "once": once}
+            | "GatherItems" >> Gather()
+            | "Items" >> beam.Map(lambda gathered: gathered["items"])
+        )

@@ -16,6 +16,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from evidex.config import LexicalConfig
 from evidex.lexical import LexicalTokenizer
+from transforms.gather import CollectAll
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +73,4 @@ class BuildLexicalIndex(beam.PTransform):
         self._fn = _BuildBm25Fn(directory=directory, config=config)
 
     def expand(self, chunks: beam.PCollection) -> beam.PCollection:
-        return (
-            chunks | "CollectTexts" >> beam.combiners.ToList() | "BuildBm25" >> beam.ParDo(self._fn)
-        )
+        return chunks | "CollectTexts" >> CollectAll() | "BuildBm25" >> beam.ParDo(self._fn)

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
 from schemas import ann_key, chunk_table_schema, with_vectors
+from transforms.gather import CollectAll
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +105,4 @@ class WriteTable(beam.PTransform):
         self._fn = _WriteTableFn(path=path, to_table=to_table, sort_key=sort_key)
 
     def expand(self, rows: beam.PCollection) -> beam.PCollection:
-        return (
-            rows | "CollectRows" >> beam.combiners.ToList() | "WriteParquet" >> beam.ParDo(self._fn)
-        )
+        return rows | "CollectRows" >> CollectAll() | "WriteParquet" >> beam.ParDo(self._fn)
