@@ -126,6 +126,8 @@ def _sample(action: argparse.Action, parameter: dict[str, Any]) -> tuple[str, An
         return "3", 3
     if action.type is float:
         return "0.25", 0.25
+    if any(r.startswith("^(auto|") for r in parameter.get("regexes", [])):
+        return "auto", "auto"
     if any("true|false" in r for r in parameter.get("regexes", [])):
         return "false", action.type("false") if action.type else "false"
     return "sample-value", action.type("sample-value") if action.type else "sample-value"
