@@ -77,7 +77,7 @@ class _CanonicalizeFn(beam.DoFn):
             entity_id = result.assignment[mention.mention_id]
             yield TaggedOutput(MENTIONS, mention._replace(entity_id=entity_id))
         # The next global steps get both maps as one element each, not a row per entry.
-        yield TaggedOutput(ASSIGNMENT, dict(result.assignment))
+        yield TaggedOutput(ASSIGNMENT, result.assignment)
         yield TaggedOutput(NAMES, {e.entity_id: e.name for e in result.entities})
 
 
