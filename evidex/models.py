@@ -9,7 +9,9 @@ import hashlib
 import json
 import logging
 import os
-from typing import TYPE_CHECKING
+import threading
+import weakref
+from typing import TYPE_CHECKING, Any
 
 from schemas.manifest import ModelFingerprint
 
@@ -87,21 +89,43 @@ def spacy_pipeline_version(pipeline: str) -> str | None:
     return None
 
 
-def fingerprint(
-    model: "SentenceTransformer", name: str, *, spacy_pipeline: str | None = None
-) -> ModelFingerprint:
-    """Fingerprint of a loaded model: name, width, window, tokenizer hash, spaCy pipeline."""
-    tokenizer = model.tokenizer
+# tokenizer -> (token count, digest). Serializing a tokenizer takes about a second
+# and every bundle load checks it, so a reloading server hashes each one once. The
+# token count is part of the key: adding tokens to a tokenizer changes its digest.
+_DIGESTS: "weakref.WeakKeyDictionary[Any, tuple[int, str]]" = weakref.WeakKeyDictionary()
+_DIGESTS_LOCK = threading.Lock()
+
+
+def tokenizer_digest(tokenizer: Any) -> str:
+    """sha256 of what identifies a tokenizer: vocabulary, normalizer, pre-tokenizer, model.
+
+    Truncation and padding are runtime state that ``encode()`` changes, so they
+    are left out. The digest is computed once per tokenizer object and size.
+    """
+    size = len(tokenizer)
+    with _DIGESTS_LOCK:
+        cached = _DIGESTS.get(tokenizer)
+    if cached is not None and cached[0] == size:
+        return cached[1]
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:
-        # Truncation and padding are runtime state that encode() changes; the
-        # vocabulary, normalizer, pre-tokenizer and model are what identify it.
         spec = json.loads(backend.to_str())
         spec.pop("truncation", None)
         spec.pop("padding", None)
         serialized = json.dumps(spec, sort_keys=True)
     else:
         serialized = repr(sorted(tokenizer.get_vocab().items()))
+    digest = hashlib.sha256(serialized.encode("utf-8")).hexdigest()
+    with _DIGESTS_LOCK:
+        _DIGESTS[tokenizer] = (size, digest)
+    return digest
+
+
+def fingerprint(
+    model: "SentenceTransformer", name: str, *, spacy_pipeline: str | None = None
+) -> ModelFingerprint:
+    """Fingerprint of a loaded model: name, width, window, tokenizer hash, spaCy pipeline."""
+    tokenizer_sha256 = tokenizer_digest(model.tokenizer)
     dimension = model.get_embedding_dimension()
     if dimension is None:
         raise ModelNotAvailableError(f"model {name!r} does not declare an embedding dimension")
@@ -109,7 +133,7 @@ def fingerprint(
         name=name,
         dimension=int(dimension),
         max_seq_length=int(model.max_seq_length or 512),
-        tokenizer_sha256=hashlib.sha256(serialized.encode("utf-8")).hexdigest(),
+        tokenizer_sha256=tokenizer_sha256,
         normalized=True,
         spacy_pipeline=spacy_pipeline,
         spacy_version=spacy_pipeline_version(spacy_pipeline) if spacy_pipeline else None,
