@@ -7,15 +7,18 @@ here, the others in spawned helper processes (each initialized once, e.g. with
 its own spaCy pipeline), and the results come back in input order.
 
 Helpers start only after ``start_after`` items, so small builds never pay for
-spawning them. A helper that dies or fails is not retried: its part runs here,
-the helpers are shut down and the rest of the work stays in this process.
+spawning them, and get work only once they are ready: until every helper has
+run its initializer (importing and loading a model takes seconds), whole
+batches keep running here instead of waiting. A helper that dies or fails is
+not retried: its part runs here, the helpers are shut down and the rest of the
+work stays in this process.
 """
 
 import logging
 import multiprocessing
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, wait
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -78,6 +81,7 @@ class SplitRunner:
         self._start_after = start_after
         self._seen = 0
         self._executor: ProcessPoolExecutor | None = None
+        self._ready: list[Future[int]] = []
         self._failed = False
 
     @property
@@ -96,7 +100,7 @@ class SplitRunner:
         ):
             self._start()
         executor = self._executor
-        if executor is None or len(items) < 2:
+        if executor is None or len(items) < 2 or not self._helpers_ready():
             return local(list(items))
         mine, *theirs = split(items, self._helpers + 1)
         futures: list[Future[list[Any]]] = [executor.submit(self._remote, part) for part in theirs]
@@ -126,9 +130,36 @@ class SplitRunner:
             initializer=self._initializer,
             initargs=self._initargs,
         )
+        # One probe per helper: it returns once a helper has run its initializer.
+        self._ready = [self._executor.submit(os.getpid) for _ in range(self._helpers)]
+
+    def _helpers_ready(self) -> bool:
+        """Whether every helper has started; a helper that failed to start stops them all."""
+        if not all(probe.done() for probe in self._ready):
+            return False
+        for probe in self._ready:
+            if probe.exception() is not None:
+                exc = probe.exception()
+                logger.warning(
+                    "helper process failed to start (%s: %s); continuing in-process",
+                    type(exc).__name__,
+                    exc,
+                )
+                self._failed = True
+                self.close()
+                return False
+        return True
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Wait until the helpers have started (or failed to); whether they are ready."""
+        if self._executor is None:
+            return False
+        wait(self._ready, timeout=timeout)
+        return self._helpers_ready()
 
     def close(self) -> None:
         """Stop the helpers (idempotent)."""
         executor, self._executor = self._executor, None
+        self._ready = []
         if executor is not None:
             executor.shutdown(wait=True, cancel_futures=True)

