@@ -130,7 +130,8 @@ class SplitRunner:
             initializer=self._initializer,
             initargs=self._initargs,
         )
-        # One probe per helper: it returns once a helper has run its initializer.
+        # Probes, one per helper: a probe returns only after the helper that took it has
+        # run its initializer (with several helpers one may take two; that only delays).
         self._ready = [self._executor.submit(os.getpid) for _ in range(self._helpers)]
 
     def _helpers_ready(self) -> bool:
@@ -138,8 +139,8 @@ class SplitRunner:
         if not all(probe.done() for probe in self._ready):
             return False
         for probe in self._ready:
-            if probe.exception() is not None:
-                exc = probe.exception()
+            exc = probe.exception()
+            if exc is not None:
                 logger.warning(
                     "helper process failed to start (%s: %s); continuing in-process",
                     type(exc).__name__,
