@@ -1,10 +1,12 @@
 """Where ``ACTIVE`` lives: one small interface, a local and an object-store implementation.
 
 On an object store ``ACTIVE`` is one object replaced by a single write, which
-readers see whole. Beam's ``FileSystems`` offers no conditional write (GCS
-generation match, S3 ``If-Match``), so the compare step there is a read just
-before the write: it catches a stale caller but not two activators racing within
-that gap. Run one activator per object-store root (the scheduled job).
+readers see whole. On S3 the write is conditional on the ETag that was read
+(``If-Match``; ``If-None-Match: *`` for a first activation), so of two racing
+activators exactly one wins. Beam's ``FileSystems`` offers no conditional write
+for other stores (e.g. GCS generation match), so there the compare step is a read
+just before the write: it catches a stale caller but not two activators racing
+within that gap, and a warning says so. Run one activator per such root.
 """
 
 import fcntl
@@ -116,10 +118,16 @@ class ObjectPointerStore:
         self.swap_locked(expected, new)
 
     def swap_locked(self, expected: str | None, new: str) -> None:
-        current = self.read()
+        content, version = storage.read_versioned(self._path)
+        current = (content or b"").decode("utf-8").strip() or None
         if current != expected:
             raise PointerConflictError(f"ACTIVE is {current!r}, expected {expected!r}")
-        storage.write_bytes(self._path, (new + "\n").encode("utf-8"))
+        try:
+            storage.write_if_version(self._path, (new + "\n").encode("utf-8"), version)
+        except storage.PreconditionFailedError as exc:
+            raise PointerConflictError(
+                f"ACTIVE changed while activating {new!r} (it was {current!r})"
+            ) from exc
 
 
 def pointer_store(root: str) -> LocalPointerStore | ObjectPointerStore:

@@ -8,7 +8,9 @@ Object stores have no directories and no atomic rename of a directory, so:
 - a bundle is *published* by moving its files from ``staging/<id>/`` to
   ``bundles/<id>/`` with ``manifest.json`` last; a bundle without a manifest is
   not listed, so a half-moved bundle is never seen;
-- ``ACTIVE`` is one small object, replaced by a single write;
+- ``ACTIVE`` is one small object, replaced by a single write; on S3 that write is
+  conditional on the object's ETag (``If-Match``, or ``If-None-Match: *`` when it is
+  absent), so of two racing writers exactly one wins;
 - readers (validation, activation checks, queries) work on a *local copy* of a
   bundle, made once per bundle in a cache directory and reused while the remote
   manifest is byte-identical (bundles are immutable).
@@ -105,16 +107,114 @@ def write_bytes(path: str, data: bytes) -> None:
     os.replace(temp, path)
 
 
+class PreconditionFailedError(RuntimeError):
+    """A conditional write found the object changed since it was read."""
+
+
+_S3 = re.compile(r"^s3://(?P<bucket>[^/]+)/(?P<key>.+)$", re.IGNORECASE)
+_APPEND_ATTEMPTS = 20
+_warned_unconditional: set[str] = set()
+
+
+def has_conditional_writes(path: str) -> bool:
+    """Whether ``write_if_version`` on ``path`` is a true compare-and-swap (S3)."""
+    return _S3.match(path) is not None
+
+
+_s3_clients: dict[int, tuple[Any, Any]] = {}
+
+
+def _s3_client() -> Any:
+    """A boto3 S3 client built from the same pipeline options as Beam's S3 filesystem
+    (endpoint, credentials, region), for the conditional writes Beam does not offer.
+    One per options object: making a client takes about half a second."""
+    from apache_beam.io.aws.clients.s3.boto3_client import Client
+
+    options = _filesystems()._pipeline_options
+    cached = _s3_clients.get(id(options))
+    if cached is None or cached[0] is not options:
+        cached = (options, Client(options=options).client)
+        _s3_clients.clear()
+        _s3_clients[id(options)] = cached
+    return cached[1]
+
+
+def read_versioned(path: str) -> tuple[bytes | None, str | None]:
+    """A remote object's content and a version token for :func:`write_if_version`.
+
+    Returns ``(None, None)`` when the object does not exist. On stores without
+    conditional writes the token is ``None``.
+    """
+    match = _S3.match(path)
+    if match is None:
+        try:
+            return read_bytes(path), None
+        except FileNotFoundError:
+            return None, None
+    from botocore.exceptions import ClientError
+
+    try:
+        reply = _s3_client().get_object(Bucket=match["bucket"], Key=match["key"])
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+            return None, None
+        raise
+    return reply["Body"].read(), str(reply["ETag"])
+
+
+def write_if_version(path: str, data: bytes, version: str | None) -> None:
+    """Replace a remote object only if it still has ``version`` (``None``: only if it
+    does not exist), as read by :func:`read_versioned`.
+
+    On S3 this is the store's own check (``If-Match`` / ``If-None-Match``). Other
+    object stores get an unconditional write and one warning: Beam's filesystems
+    expose no generation match, so two racing writers there can both succeed.
+
+    Raises:
+        PreconditionFailedError: the object changed (or appeared) since it was read.
+    """
+    match = _S3.match(path)
+    if match is None:
+        scheme = path.split("://", 1)[0]
+        if scheme not in _warned_unconditional:
+            _warned_unconditional.add(scheme)
+            logger.warning(
+                "%s:// has no conditional write here: concurrent writers of %s are not "
+                "excluded; run one activator per root",
+                scheme,
+                path,
+            )
+        write_bytes(path, data)
+        return
+    from botocore.exceptions import ClientError
+
+    condition = {"IfNoneMatch": "*"} if version is None else {"IfMatch": version}
+    try:
+        _s3_client().put_object(Bucket=match["bucket"], Key=match["key"], Body=data, **condition)
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code")
+        if code in ("PreconditionFailed", "ConditionalRequestConflict", "412", "409"):
+            raise PreconditionFailedError(f"{path} changed since it was read ({code})") from exc
+        raise
+
+
 def append_bytes(path: str, data: bytes) -> None:
     """Append to a log file: a durable append locally; on an object store, which cannot
-    append, the object is rewritten with ``data`` added (one writer at a time)."""
+    append, the object is rewritten with ``data`` added, conditionally where the store
+    allows it (S3), retrying when another writer got there first.
+
+    Raises:
+        PreconditionFailedError: the object kept changing under every attempt.
+    """
     if is_remote(path):
-        try:
-            before = read_bytes(path)
-        except FileNotFoundError:
-            before = b""
-        write_bytes(path, before + data)
-        return
+        for _attempt in range(_APPEND_ATTEMPTS):
+            before, version = read_versioned(path)
+            try:
+                write_if_version(path, (before or b"") + data, version)
+                return
+            except PreconditionFailedError:
+                continue
+        raise PreconditionFailedError(f"{path} changed under {_APPEND_ATTEMPTS} appends")
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(path, "ab") as handle:
         handle.write(data)

@@ -24,6 +24,7 @@ from evidex.bundles import (
     read_manifest,
 )
 from evidex.cli import main
+from evidex.pointer import ObjectPointerStore, PointerConflictError
 
 BUCKET = "evidex-test"
 
@@ -116,6 +117,60 @@ def test_local_copies_are_reused_and_never_escape_the_cache(s3_endpoint, tmp_pat
     with pytest.raises(ValueError, match="outside"):
         storage.local_copy(remote, cache, manifest=MANIFEST, fresh=())
     assert not list(tmp_path.rglob("escape.bin"))
+
+
+def test_conditional_writes_refuse_a_stale_version(s3_endpoint):
+    path = f"s3://{BUCKET}/cas/ACTIVE"
+    assert storage.has_conditional_writes(path)
+    assert storage.read_versioned(path) == (None, None)
+    storage.write_if_version(path, b"a\n", None)  # create only if absent
+    with pytest.raises(storage.PreconditionFailedError):
+        storage.write_if_version(path, b"b\n", None)  # it exists now
+    content, version = storage.read_versioned(path)
+    assert content == b"a\n" and version
+    storage.write_if_version(path, b"c\n", version)
+    with pytest.raises(storage.PreconditionFailedError):  # the same stale ETag again
+        storage.write_if_version(path, b"d\n", version)
+    assert storage.read_bytes(path) == b"c\n"
+
+
+def _interleave(monkeypatch, between) -> None:
+    """Run ``between()`` once, right after the next versioned read and before its write."""
+    real = storage.read_versioned
+    pending = [between]
+
+    def read_then_interfere(path):
+        seen = real(path)
+        if pending:
+            pending.pop()()
+        return seen
+
+    monkeypatch.setattr(storage, "read_versioned", read_then_interfere)
+
+
+def test_of_two_racing_activators_on_s3_exactly_one_wins(s3_endpoint, monkeypatch):
+    root = f"s3://{BUCKET}/race"
+    store, rival = ObjectPointerStore(root), ObjectPointerStore(root)
+    store.compare_and_swap(None, "b1")
+    # both read "b1"; the rival's swap lands between our read and our write
+    _interleave(monkeypatch, lambda: rival.compare_and_swap("b1", "b2"))
+    with pytest.raises(PointerConflictError, match="changed while activating"):
+        store.compare_and_swap("b1", "b3")
+    assert store.read() == "b2"
+    # and the first activation of a root is create-only
+    fresh, other = (ObjectPointerStore(f"s3://{BUCKET}/race-first") for _ in range(2))
+    _interleave(monkeypatch, lambda: other.compare_and_swap(None, "x"))
+    with pytest.raises(PointerConflictError):
+        fresh.compare_and_swap(None, "y")
+    assert fresh.read() == "x"
+
+
+def test_a_history_append_racing_another_keeps_both_lines(s3_endpoint, monkeypatch):
+    log = f"s3://{BUCKET}/appends/history.jsonl"
+    storage.append_bytes(log, b"1\n")
+    _interleave(monkeypatch, lambda: storage.append_bytes(log, b"2\n"))
+    storage.append_bytes(log, b"3\n")  # its first write is refused; the retry sees "2"
+    assert storage.read_bytes(log) == b"1\n2\n3\n"
 
 
 def test_a_bundle_without_its_manifest_is_not_listed(s3_endpoint):
