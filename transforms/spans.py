@@ -60,13 +60,43 @@ def sentences(text: str, span: Span) -> list[Span]:
     return _split(text, span[0], span[1], _SENTENCE_END)
 
 
+def _word_pieces(
+    text: str, span: Span, count_tokens: Callable[[str], int], max_tokens: int
+) -> list[Span]:
+    """Cut one over-long word into consecutive character pieces of at most ``max_tokens``
+    tokens each, each as long as fits (a galloping then binary search on its end)."""
+    pieces: list[Span] = []
+    start, end = span
+    while start < end:
+        fits, step = start + 1, max(1, max_tokens)  # one character is always one piece
+        while fits < end:
+            probe = min(end, fits + step)
+            if count_tokens(text[start:probe]) > max_tokens:
+                break
+            fits, step = probe, step * 2
+        else:
+            pieces.append((start, end))
+            break
+        high = probe - 1  # the longest end that may still fit
+        while fits < high:
+            middle = (fits + high + 1) // 2
+            if count_tokens(text[start:middle]) <= max_tokens:
+                fits = middle
+            else:
+                high = middle - 1
+        pieces.append((start, fits))
+        start = fits
+    return pieces
+
+
 def word_windows(
     text: str, span: Span, count_tokens: Callable[[str], int], max_tokens: int
 ) -> list[Span]:
     """Split ``span`` at whitespace into windows of at most ``max_tokens`` tokens.
 
-    A single word longer than ``max_tokens`` becomes its own window; the
-    embedding model truncates it, which is the only lossless choice left.
+    A single word longer than ``max_tokens`` (a long URL, an encoded blob) is cut
+    between characters into pieces that fit, each its own window: every character
+    stays in exactly one chunk, and no chunk outgrows the model window.
     """
     windows: list[Span] = []
     first: int | None = None
@@ -77,6 +107,9 @@ def word_windows(
         if first is not None and used + n > max_tokens:
             windows.append((first, last))
             first, used = None, 0
+        if n > max_tokens:
+            windows.extend(_word_pieces(text, match.span(), count_tokens, max_tokens))
+            continue
         if first is None:
             first = match.start()
         used += n
@@ -284,7 +317,7 @@ def chunk_spans(
 
     Returns:
         Non-overlapping spans in order, none crossing a heading, each within
-        ``max_tokens`` unless a single word exceeds it.
+        ``max_tokens`` (a word longer than that is cut between characters).
     """
     target = min(target_tokens, max_tokens)
     per_section: list[list[Unit]] = []

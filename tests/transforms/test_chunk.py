@@ -41,6 +41,18 @@ def test_chunks_quote_their_document_exactly_and_respect_the_window(token_counte
     assert [c.start for c in chunks] == sorted(c.start for c in chunks)
 
 
+def test_an_encoded_blob_longer_than_the_window_still_fits_it(token_counter):
+    blob = "https://example.org/" + "/".join(f"seg{i}=x{i}" for i in range(400))
+    doc = _doc("blob", f"The archive lives at {blob} today.")
+    assert token_counter(blob) > 254
+    chunks = chunk_document(doc, count_tokens=token_counter, config=ChunkConfig(), max_tokens=254)
+    assert len(chunks) > 1
+    assert all(0 < c.n_tokens <= 254 for c in chunks)
+    assert all(doc.text[c.start : c.end] == c.text for c in chunks)
+    squeeze = re.compile(r"\s+")  # every character outside whitespace is in some chunk
+    assert "".join(squeeze.sub("", c.text) for c in chunks) == squeeze.sub("", doc.text)
+
+
 def test_token_counter_counts_with_the_models_own_tokenizer(token_counter):
     # WordPiece splits an unusual word into several pieces; whitespace counting would say 1.
     assert token_counter("hello") == 1

@@ -51,6 +51,26 @@ def test_a_long_sentence_is_cut_into_windows_within_the_limit():
     assert " ".join(text[s:e] for s, e in spans) == text
 
 
+def test_a_word_longer_than_the_window_is_cut_between_characters():
+    blob = "x" * 35
+    text = f"see {blob} here"
+    spans = chunk_spans(text, count_tokens=len, target_tokens=10, max_tokens=10)
+    assert all(len(text[s:e]) <= 10 for s, e in spans)
+    assert "".join(text[s:e].replace(" ", "") for s, e in spans) == text.replace(" ", "")
+    assert [text[s:e] for s, e in spans][1:4] == ["x" * 10] * 3  # each piece as long as fits
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(alphabet="ab-/=", min_size=1, max_size=400), st.integers(1, 40))
+def test_word_pieces_tile_the_word_and_fit(word, limit):
+    def punctuation_split(piece: str) -> int:  # like WordPiece: punctuation is its own token
+        return len(re.findall(r"[a-z]+|[^a-z]", piece))
+
+    spans = chunk_spans(word, count_tokens=punctuation_split, target_tokens=limit, max_tokens=limit)
+    assert "".join(word[s:e] for s, e in spans) == word
+    assert all(punctuation_split(word[s:e]) <= limit for s, e in spans)
+
+
 prose = st.lists(
     st.one_of(
         st.from_regex(r"[A-Z][a-z]{1,8}( [a-z]{1,8}){0,12}[.!?]", fullmatch=True),
