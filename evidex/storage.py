@@ -1,8 +1,12 @@
 """Bundle roots on any Beam filesystem: a local directory or an object store.
 
 A root such as ``gs://bucket/evidex`` or ``s3://bucket/evidex`` is read and
-written only through Beam's ``FileSystems`` (the same clients the pipeline's
-workers use), so a build on Dataflow can publish where a query server reads.
+written only through Beam's I/O (the same clients the pipeline's workers use),
+so a build on Dataflow can publish where a query server reads. ``s3://`` goes
+through Beam's ``S3IO`` with one client per process: Beam's ``FileSystems``
+builds a new boto3 session and client for every call, about half a second each
+(botocore re-reads its service model), which made publishing and copying a
+bundle take minutes. Other schemes go through ``FileSystems``.
 Object stores have no directories and no atomic rename of a directory, so:
 
 - a bundle is *published* by moving its files from ``staging/<id>/`` to
@@ -71,6 +75,8 @@ def join(base: str, *parts: str) -> str:
 
 
 def exists(path: str) -> bool:
+    if _is_s3(path):
+        return bool(_s3io().exists(path))
     return bool(_filesystems().exists(path)) if is_remote(path) else os.path.exists(path)
 
 
@@ -83,6 +89,12 @@ def read_bytes(path: str) -> bytes:
     if not is_remote(path):
         with open(path, "rb") as handle:
             return handle.read()
+    if _is_s3(path):
+        s3 = _s3io()
+        if not s3.exists(path):
+            raise FileNotFoundError(path)
+        with s3.open(path, "r") as handle:
+            return bytes(handle.read())
     filesystems = _filesystems()
     if not filesystems.exists(path):
         raise FileNotFoundError(path)
@@ -93,6 +105,10 @@ def read_bytes(path: str) -> bytes:
 def write_bytes(path: str, data: bytes) -> None:
     """Replace one file's content: temp file + fsync + rename locally, one object write
     (atomic for readers on GCS and S3) on an object store."""
+    if _is_s3(path):
+        with _s3io().open(path, "w") as handle:
+            handle.write(data)
+        return
     if is_remote(path):
         with _filesystems().create(path, compression_type=_RAW) as handle:
             handle.write(data)
@@ -124,19 +140,34 @@ def has_conditional_writes(path: str) -> bool:
 _s3_clients: dict[int, tuple[Any, Any]] = {}
 
 
-def _s3_client() -> Any:
-    """A boto3 S3 client built from the same pipeline options as Beam's S3 filesystem
-    (endpoint, credentials, region), for the conditional writes Beam does not offer.
-    One per options object: making a client takes about half a second."""
+def _s3_beam_client() -> Any:
+    """Beam's S3 client wrapper, built from the same pipeline options as Beam's S3
+    filesystem (endpoint, credentials, region), once per options object."""
     from apache_beam.io.aws.clients.s3.boto3_client import Client
 
     options = _filesystems()._pipeline_options
     cached = _s3_clients.get(id(options))
     if cached is None or cached[0] is not options:
-        cached = (options, Client(options=options).client)
+        cached = (options, Client(options=options))
         _s3_clients.clear()
         _s3_clients[id(options)] = cached
     return cached[1]
+
+
+def _s3_client() -> Any:
+    """The boto3 client, for the conditional writes Beam does not offer."""
+    return _s3_beam_client().client
+
+
+def _s3io() -> Any:
+    """Beam's ``S3IO`` on the shared client."""
+    from apache_beam.io.aws.s3io import S3IO
+
+    return S3IO(client=_s3_beam_client())
+
+
+def _is_s3(path: str) -> bool:
+    return path[:5].lower() == "s3://"
 
 
 def read_versioned(path: str) -> tuple[bytes | None, str | None]:
@@ -233,8 +264,11 @@ def list_files(directory: str) -> list[str]:
             for name in files
         )
     prefix = directory.rstrip("/") + "/"
-    matched = _filesystems().match([prefix + "**"])[0].metadata_list
-    return sorted(m.path[len(prefix) :] for m in matched if m.path.startswith(prefix))
+    if _is_s3(prefix):
+        found = [str(name) for name, _size in _s3io().list_files(prefix)]
+    else:
+        found = [m.path for m in _filesystems().match([prefix + "**"])[0].metadata_list]
+    return sorted(path[len(prefix) :] for path in found if path.startswith(prefix))
 
 
 def delete_tree(directory: str) -> None:
@@ -243,7 +277,11 @@ def delete_tree(directory: str) -> None:
         shutil.rmtree(directory, ignore_errors=True)
         return
     files = [join(directory, rel) for rel in list_files(directory)]
-    if files:
+    if files and _is_s3(directory):
+        failed = {path: error for path, error in _s3io().delete_files(files) if error}
+        if failed:
+            raise OSError(f"could not delete {len(failed)} objects, e.g. {next(iter(failed))}")
+    elif files:
         _filesystems().delete(files)
 
 
@@ -261,7 +299,10 @@ def move_tree(source: str, target: str, *, last: str) -> None:
         raise FileNotFoundError(f"{join(source, last)} is missing")
     ordered = [rel for rel in files if rel != last] + [last]
     for rel in ordered:  # one at a time, so `last` is written only after all others
-        _filesystems().rename([join(source, rel)], [join(target, rel)])
+        if _is_s3(source):
+            _s3io().rename(join(source, rel), join(target, rel))
+        else:
+            _filesystems().rename([join(source, rel)], [join(target, rel)])
 
 
 def download_tree(source: str, target: str) -> None:
@@ -276,8 +317,11 @@ def download_tree(source: str, target: str) -> None:
             raise ValueError(f"refusing to copy {join(source, rel)!r}: a path outside {target}")
         local = os.path.join(target, *parts)
         os.makedirs(os.path.dirname(local), exist_ok=True)
+        remote = join(source, rel)
         with (
-            _filesystems().open(join(source, rel), compression_type=_RAW) as src,
+            _s3io().open(remote, "r")
+            if _is_s3(remote)
+            else _filesystems().open(remote, compression_type=_RAW) as src,
             open(local, "wb") as dst,
         ):
             shutil.copyfileobj(src, dst, 1 << 20)
