@@ -56,13 +56,14 @@ from transforms.ann import BuildAnnIndex, BuildAnnPartitions
 from transforms.chunk import ChunkDocuments
 from transforms.delta import CHANGED, SplitByDelta, reusable_parent
 from transforms.embed import EmbedChunks
+from transforms.gather import CollectAll
 from transforms.ingest import ReadDocuments, count_matches, pattern_and_root
 from transforms.lexical import BuildLexicalIndex
 from transforms.offload import available_cores
 from transforms.sidecar import SidecarError, read_sidecar
 from transforms.stdlib_corpus import ReadStdlibCorpus
 from transforms.tags import BAD, GOOD
-from transforms.write import WriteTable, chunk_rows_table, records_table
+from transforms.write import WriteTable, WriteTables, chunk_rows_table, records_table
 
 logger = logging.getLogger(__name__)
 
@@ -281,29 +282,34 @@ def assemble(
         sort_key=lambda d: d.doc_id,
     )
     dimension = model.dimension
-    _ = all_embedded | "WriteChunks" >> WriteTable(
+    # One gathering of the chunk rows feeds the chunk table, its index and BM25.
+    collected = all_embedded | "CollectEmbedded" >> CollectAll()
+    _ = collected | "WriteChunks" >> WriteTable(
         join(staging, bundles.CHUNKS),
         to_table=lambda rows: chunk_rows_table(rows, dimension),
         sort_key=lambda e: e.chunk.chunk_id,
+        collected=True,
     )
-    _ = all_embedded | "BuildChunkIndex" >> BuildAnnIndex(
-        join(staging, bundles.CHUNK_INDEX), dimension=dimension, config=config.ann
+    _ = collected | "BuildChunkIndex" >> BuildAnnIndex(
+        join(staging, bundles.CHUNK_INDEX), dimension=dimension, config=config.ann, collected=True
     )
     _ = all_embedded | "BuildChunkPartitions" >> BuildAnnPartitions(
         staging, dimension=dimension, config=config.ann
     )
     _ = (
-        all_embedded
-        | "ChunksOfEmbedded" >> beam.Map(lambda e: e.chunk)
+        collected
+        | "ChunksOfEmbedded" >> beam.Map(lambda rows: [e.chunk for e in rows])
         | "BuildLexicalIndex"
-        >> BuildLexicalIndex(join(staging, bundles.LEXICAL_DIR), config=config.lexical)
-    )
-    for stage, dead in zip(STAGES, (read[BAD], chunked[BAD], embedded[BAD]), strict=True):
-        _ = dead | f"WriteFailures_{stage}" >> WriteTable(
-            join(staging, bundles.FAILURES_DIR, f"{stage}.parquet"),
-            to_table=lambda rows: records_table(rows, DEAD_LETTER_SCHEMA),
-            sort_key=lambda d: (d.record_id, d.error_type, d.message),
+        >> BuildLexicalIndex(
+            join(staging, bundles.LEXICAL_DIR), config=config.lexical, collected=True
         )
+    )
+    dead_letters = dict(zip(STAGES, (read[BAD], chunked[BAD], embedded[BAD]), strict=True))
+    _ = dead_letters | "WriteFailures" >> WriteTables(
+        {stage: join(staging, bundles.FAILURES_DIR, f"{stage}.parquet") for stage in STAGES},
+        to_table=lambda rows: records_table(rows, DEAD_LETTER_SCHEMA),
+        sort_key=lambda d: (d.record_id, d.error_type, d.message),
+    )
 
 
 def spacy_processes(options: PipelineOptions) -> int:

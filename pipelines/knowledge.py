@@ -25,9 +25,10 @@ from transforms.communities import DetectCommunities
 from transforms.delta import ReadKnownVectors
 from transforms.embed import EmbedTexts, text_key
 from transforms.extract import ACRONYMS, MENTIONS, STATEMENTS, ExtractKnowledge
+from transforms.gather import CollectAll
 from transforms.summaries import COOCCURRENCE, AggregateRelations
 from transforms.tags import BAD, GOOD
-from transforms.write import WriteTable, records_table, vector_rows_table
+from transforms.write import WriteTable, WriteTables, records_table, vector_rows_table
 
 EXTRACT_STAGE = "extract"
 KNOWLEDGE_COUNTER = "knowledge_texts_embedded"
@@ -158,27 +159,35 @@ def assemble_knowledge(
             lambda c: c.community_id,
         ),
     ):
-        _ = rows | f"Write{label}" >> WriteTable(
+        # One gathering of the rows feeds both the table and its index.
+        collected = rows | f"Collect{label}" >> CollectAll()
+        _ = collected | f"Write{label}" >> WriteTable(
             join(staging, filename),
             to_table=lambda pairs, schema=schema, row_id=row_id: vector_rows_table(
                 pairs, schema, dimension, row_id=row_id
             ),
             sort_key=lambda pair, row_id=row_id: row_id(pair[0]),
+            collected=True,
         )
         _ = (
-            rows
-            | f"{label}Embedded" >> beam.Filter(lambda pair: pair[1] is not None)
-            | f"{label}IdVector" >> beam.Map(lambda pair, row_id=row_id: (row_id(pair[0]), pair[1]))
+            collected
+            | f"{label}IdVectors"
+            >> beam.Map(
+                lambda pairs, row_id=row_id: [
+                    (row_id(record), vector) for record, vector in pairs if vector is not None
+                ]
+            )
             | f"Build{label}Index"
-            >> BuildAnnIndex(join(staging, index), dimension=dimension, config=config.ann)
+            >> BuildAnnIndex(
+                join(staging, index), dimension=dimension, config=config.ann, collected=True
+            )
         )
     failures = {
         EXTRACT_STAGE: extracted[BAD],
         EMBED_STAGE: vectors[BAD] | "KnowledgeEmbedFailures" >> beam.Map(_failure),
     }
-    for stage, dead in failures.items():
-        _ = dead | f"WriteFailures_{stage}" >> WriteTable(
-            join(staging, bundles.FAILURES_DIR, f"{stage}.parquet"),
-            to_table=lambda rows: records_table(rows, DEAD_LETTER_SCHEMA),
-            sort_key=lambda d: (d.record_id, d.error_type, d.message),
-        )
+    _ = failures | "WriteKnowledgeFailures" >> WriteTables(
+        {stage: join(staging, bundles.FAILURES_DIR, f"{stage}.parquet") for stage in failures},
+        to_table=lambda rows: records_table(rows, DEAD_LETTER_SCHEMA),
+        sort_key=lambda d: (d.record_id, d.error_type, d.message),
+    )

@@ -98,16 +98,23 @@ class BuildAnnIndex(beam.PTransform):
         >>> embedded | BuildAnnIndex(path, dimension=384, config=AnnConfig())
 
     Memory bound: all vectors of the corpus on one worker (4 x dimension bytes each).
+
+    With ``collected``, the input is already one list of those items (a ``CollectAll``
+    shared with other global steps over the same rows).
     """
 
-    def __init__(self, path: str, *, dimension: int, config: AnnConfig) -> None:
+    def __init__(
+        self, path: str, *, dimension: int, config: AnnConfig, collected: bool = False
+    ) -> None:
         super().__init__()
         if dimension <= 0:
             raise ValueError(f"dimension must be positive, got {dimension}")
         self._fn = _BuildIndexFn(path=path, dimension=dimension, config=config)
+        self._collected = collected
 
     def expand(self, embedded: beam.PCollection) -> beam.PCollection:
-        return embedded | "CollectVectors" >> CollectAll() | "BuildHnsw" >> beam.ParDo(self._fn)
+        lists = embedded if self._collected else embedded | "CollectVectors" >> CollectAll()
+        return lists | "BuildHnsw" >> beam.ParDo(self._fn)
 
 
 class _BuildPartitionFn(beam.DoFn):

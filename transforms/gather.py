@@ -88,17 +88,24 @@ class Gather(beam.PTransform):
     """``{name: PCollection}`` -> ``PCollection`` of one ``{name: list}`` element.
 
     Empty inputs give empty lists; when every input is empty there is no element,
-    so the step after it does not run at all.
+    so the step after it does not run at all, unless ``always`` is set.
 
     Example:
         >>> gathered = {"statements": s, "assignment": a} | Gather()
         >>> gathered | beam.FlatMap(lambda g: aggregate(g["statements"], g["assignment"]))
+
+    Args:
+        always: emit the one element even when every input is empty (all lists ``[]``).
     """
+
+    def __init__(self, *, always: bool = False) -> None:
+        super().__init__()
+        self._always = always
 
     def expand(self, inputs: Any) -> beam.PCollection:  # {name: PCollection}
         if not inputs:
             raise ValueError("Gather needs at least one named PCollection")
-        grouped = _group(dict(inputs), once=False)
+        grouped = _group(dict(inputs), once=self._always)
         return grouped | "AsLists" >> beam.Map(_lists(tuple(inputs)))
 
 

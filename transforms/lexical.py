@@ -64,13 +64,18 @@ class BuildLexicalIndex(beam.PTransform):
         >>> chunks | BuildLexicalIndex(staging + "/bm25", config=LexicalConfig())
 
     Memory bound: every chunk text and its tokens on one worker.
+
+    With ``collected``, the input is already one list of chunks (a ``CollectAll``
+    shared with other global steps over the same rows).
     """
 
-    def __init__(self, directory: str, *, config: LexicalConfig) -> None:
+    def __init__(self, directory: str, *, config: LexicalConfig, collected: bool = False) -> None:
         super().__init__()
         if not directory:
             raise ValueError("BuildLexicalIndex needs a destination directory")
         self._fn = _BuildBm25Fn(directory=directory, config=config)
+        self._collected = collected
 
     def expand(self, chunks: beam.PCollection) -> beam.PCollection:
-        return chunks | "CollectTexts" >> CollectAll() | "BuildBm25" >> beam.ParDo(self._fn)
+        lists = chunks if self._collected else chunks | "CollectTexts" >> CollectAll()
+        return lists | "BuildBm25" >> beam.ParDo(self._fn)

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
 from schemas import ann_key, chunk_table_schema, with_vectors
-from transforms.gather import CollectAll
+from transforms.gather import CollectAll, Gather
 
 logger = logging.getLogger(__name__)
 
@@ -91,18 +91,75 @@ class WriteTable(beam.PTransform):
         path: destination file (any Beam filesystem).
         to_table: builds the pyarrow table from the sorted rows.
         sort_key: total order on rows (ids), so output bytes are reproducible.
+        collected: the input is already one list (a ``CollectAll`` shared by several
+            global steps over the same rows), not the rows themselves.
 
     Returns:
         ``PCollection[(path, row_count)]`` with one element, once written.
     """
 
     def __init__(
-        self, path: str, *, to_table: Callable[[list[Any]], pa.Table], sort_key: Any
+        self,
+        path: str,
+        *,
+        to_table: Callable[[list[Any]], pa.Table],
+        sort_key: Any,
+        collected: bool = False,
     ) -> None:
         super().__init__()
         if not path:
             raise ValueError("WriteTable needs a destination path")
         self._fn = _WriteTableFn(path=path, to_table=to_table, sort_key=sort_key)
+        self._collected = collected
 
     def expand(self, rows: beam.PCollection) -> beam.PCollection:
-        return rows | "CollectRows" >> CollectAll() | "WriteParquet" >> beam.ParDo(self._fn)
+        lists = rows if self._collected else rows | "CollectRows" >> CollectAll()
+        return lists | "WriteParquet" >> beam.ParDo(self._fn)
+
+
+class _WriteTablesFn(beam.DoFn):
+    def __init__(self, tables: dict[str, _WriteTableFn]) -> None:
+        self._tables = tables
+
+    def process(self, gathered: dict[str, list[Any]]) -> Any:
+        for name in sorted(self._tables):
+            yield from self._tables[name].process(gathered[name])
+
+
+class WriteTables(beam.PTransform):
+    """``{name: PCollection}`` -> one sorted Parquet file per name, all in one global step.
+
+    For several small tables of the same kind (the dead-letter tables): one gathering
+    step instead of one per table, and every file is written, empty ones too.
+
+    Example:
+        >>> {"ingest": bad_docs, "chunk": bad_chunks} | WriteTables(
+        ...     {"ingest": p1, "chunk": p2}, to_table=dead_letters_table, sort_key=by_id)
+
+    Returns:
+        ``PCollection[(path, row_count)]``, one element per table, once written.
+    """
+
+    def __init__(
+        self, paths: dict[str, str], *, to_table: Callable[[list[Any]], pa.Table], sort_key: Any
+    ) -> None:
+        super().__init__()
+        if not paths or not all(paths.values()):
+            raise ValueError("WriteTables needs a destination path for every table")
+        self._fn = _WriteTablesFn(
+            {
+                name: _WriteTableFn(path=path, to_table=to_table, sort_key=sort_key)
+                for name, path in paths.items()
+            }
+        )
+        self._names = set(paths)
+
+    def expand(self, inputs: Any) -> beam.PCollection:  # {name: PCollection}
+        if set(inputs) != self._names:
+            wanted = sorted(self._names)
+            raise ValueError(f"WriteTables got tables {sorted(inputs)}, wants {wanted}")
+        return (
+            dict(inputs)
+            | "GatherTables" >> Gather(always=True)
+            | "WriteParquet" >> beam.ParDo(self._fn)
+        )

@@ -31,6 +31,9 @@ def test_gather_gives_one_element_with_every_input_as_a_list():
     with TestPipeline() as p:
         nothing = {"a": p | beam.Create([])} | Gather()
         assert_that(nothing, equal_to([]))
+    with TestPipeline() as p:  # ... unless it must always give its element
+        empties = {"a": p | "A" >> beam.Create([]), "b": p | "B" >> beam.Create([])}
+        assert_that(empties | Gather(always=True), equal_to([{"a": [], "b": []}]))
 
 
 def test_single_and_empty_gather_are_clear():

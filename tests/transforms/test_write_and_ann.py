@@ -5,10 +5,19 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
 from usearch.index import Index
 
 from evidex.config import AnnConfig
-from schemas import Chunk, EmbeddedChunk, ann_key, chunk_id, register_coders
+from schemas import (
+    DEAD_LETTER_SCHEMA,
+    Chunk,
+    DeadLetter,
+    EmbeddedChunk,
+    ann_key,
+    chunk_id,
+    register_coders,
+)
 from transforms.ann import (
     AnnKeyCollisionError,
     BuildAnnIndex,
@@ -16,7 +25,7 @@ from transforms.ann import (
     build_index,
     keys_and_vectors,
 )
-from transforms.write import WriteTable, chunk_rows_table
+from transforms.write import WriteTable, WriteTables, chunk_rows_table, records_table
 
 
 def _embedded(n: int, dim: int = 16, seed: int = 3) -> list[EmbeddedChunk]:
@@ -33,6 +42,28 @@ def _embedded(n: int, dim: int = 16, seed: int = 3) -> list[EmbeddedChunk]:
             )
         )
     return out
+
+
+def test_write_tables_writes_every_table_in_one_step_empty_ones_too(tmp_path):
+    def dead(record_id: str) -> DeadLetter:
+        return DeadLetter(stage="ingest", record_id=record_id, error_type="ValueError", message="x")
+
+    paths = {name: str(tmp_path / f"{name}.parquet") for name in ("ingest", "chunk")}
+    with TestPipeline() as p:
+        inputs = {
+            "ingest": p | "Ingest" >> beam.Create([dead("b"), dead("a")]),
+            "chunk": p | "Chunk" >> beam.Create([]),
+        }
+        written = inputs | WriteTables(
+            paths,
+            to_table=lambda rows: records_table(rows, DEAD_LETTER_SCHEMA),
+            sort_key=lambda d: d.record_id,
+        )
+        assert_that(written, equal_to([(paths["ingest"], 2), (paths["chunk"], 0)]))
+    assert pq.read_table(paths["ingest"]).column("record_id").to_pylist() == ["a", "b"]
+    assert pq.read_table(paths["chunk"]).num_rows == 0
+    with pytest.raises(ValueError, match="wants"):
+        WriteTables(paths, to_table=list, sort_key=str).expand({"ingest": None})
 
 
 def test_write_table_sorts_rows_so_bytes_do_not_depend_on_arrival_order(tmp_path):
