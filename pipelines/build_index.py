@@ -375,12 +375,7 @@ def run(argv: Sequence[str] | None = None, *, bundle_id: str | None = None) -> B
     storage.configure(options)  # the launcher's own reads/writes use the same clients
     config = config_from_options(opts)
     root = bundles.resolve_root(opts.root)
-    logger.info("loading embedding model %s", config.embed.model)
-    model = fingerprint(
-        load_sentence_transformer(resolve_model(config.embed.model)),
-        config.embed.model,
-        spacy_pipeline=config.spacy_pipeline,
-    )
+    # Input problems first: they fail in milliseconds, the model load takes seconds.
     sidecar = None
     if config.ingest.metadata:
         try:
@@ -391,6 +386,12 @@ def run(argv: Sequence[str] | None = None, *, bundle_id: str | None = None) -> B
         pattern, _ = pattern_and_root(config.input)
         if count_matches(pattern) == 0:
             raise BuildFailedError(f"no input documents: nothing matches {config.input!r}")
+    logger.info("loading embedding model %s", config.embed.model)
+    model = fingerprint(
+        load_sentence_transformer(resolve_model(config.embed.model)),
+        config.embed.model,
+        spacy_pipeline=config.spacy_pipeline,
+    )
     bundle_id = bundle_id or bundles.new_bundle_id()
     staging = bundles.staging_path(root, bundle_id)
     if not storage.is_remote(staging):
