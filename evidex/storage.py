@@ -89,12 +89,11 @@ def read_bytes(path: str) -> bytes:
     if not is_remote(path):
         with open(path, "rb") as handle:
             return handle.read()
-    if _is_s3(path):
-        s3 = _s3io()
-        if not s3.exists(path):
+    if _is_s3(path):  # one GET, not an existence check and then a GET
+        content, _ = read_versioned(path)
+        if content is None:
             raise FileNotFoundError(path)
-        with s3.open(path, "r") as handle:
-            return bytes(handle.read())
+        return content
     filesystems = _filesystems()
     if not filesystems.exists(path):
         raise FileNotFoundError(path)
@@ -134,24 +133,22 @@ _warned_unconditional: set[str] = set()
 
 def has_conditional_writes(path: str) -> bool:
     """Whether ``write_if_version`` on ``path`` is a true compare-and-swap (S3)."""
-    return _S3.match(path) is not None
+    return _is_s3(path)
 
 
-_s3_clients: dict[int, tuple[Any, Any]] = {}
+_s3_cached: tuple[Any, Any] | None = None  # (pipeline options, Beam's S3 client for them)
 
 
 def _s3_beam_client() -> Any:
     """Beam's S3 client wrapper, built from the same pipeline options as Beam's S3
     filesystem (endpoint, credentials, region), once per options object."""
+    global _s3_cached
     from apache_beam.io.aws.clients.s3.boto3_client import Client
 
     options = _filesystems()._pipeline_options
-    cached = _s3_clients.get(id(options))
-    if cached is None or cached[0] is not options:
-        cached = (options, Client(options=options))
-        _s3_clients.clear()
-        _s3_clients[id(options)] = cached
-    return cached[1]
+    if _s3_cached is None or _s3_cached[0] is not options:
+        _s3_cached = (options, Client(options=options))
+    return _s3_cached[1]
 
 
 def _s3_client() -> Any:
@@ -170,22 +167,29 @@ def _is_s3(path: str) -> bool:
     return path[:5].lower() == "s3://"
 
 
+def _bucket_and_key(path: str) -> tuple[str, str]:
+    match = _S3.match(path)
+    if match is None:
+        raise ValueError(f"{path!r} names no S3 object (s3://bucket/key)")
+    return match["bucket"], match["key"]
+
+
 def read_versioned(path: str) -> tuple[bytes | None, str | None]:
     """A remote object's content and a version token for :func:`write_if_version`.
 
     Returns ``(None, None)`` when the object does not exist. On stores without
     conditional writes the token is ``None``.
     """
-    match = _S3.match(path)
-    if match is None:
+    if not _is_s3(path):
         try:
             return read_bytes(path), None
         except FileNotFoundError:
             return None, None
     from botocore.exceptions import ClientError
 
+    bucket, key = _bucket_and_key(path)
     try:
-        reply = _s3_client().get_object(Bucket=match["bucket"], Key=match["key"])
+        reply = _s3_client().get_object(Bucket=bucket, Key=key)
     except ClientError as exc:
         if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
             return None, None
@@ -204,8 +208,7 @@ def write_if_version(path: str, data: bytes, version: str | None) -> None:
     Raises:
         PreconditionFailedError: the object changed (or appeared) since it was read.
     """
-    match = _S3.match(path)
-    if match is None:
+    if not _is_s3(path):
         scheme = path.split("://", 1)[0]
         if scheme not in _warned_unconditional:
             _warned_unconditional.add(scheme)
@@ -219,9 +222,10 @@ def write_if_version(path: str, data: bytes, version: str | None) -> None:
         return
     from botocore.exceptions import ClientError
 
+    bucket, key = _bucket_and_key(path)
     condition = {"IfNoneMatch": "*"} if version is None else {"IfMatch": version}
     try:
-        _s3_client().put_object(Bucket=match["bucket"], Key=match["key"], Body=data, **condition)
+        _s3_client().put_object(Bucket=bucket, Key=key, Body=data, **condition)
     except ClientError as exc:
         code = exc.response.get("Error", {}).get("Code")
         if code in ("PreconditionFailed", "ConditionalRequestConflict", "412", "409"):
