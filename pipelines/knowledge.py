@@ -4,7 +4,6 @@ their two vector surfaces (relation summaries, community reports) and tables.
 Only assembly lives here; every algorithm is in ``transforms/``.
 """
 
-from collections.abc import Iterator
 from typing import Any
 
 import apache_beam as beam
@@ -25,7 +24,7 @@ from transforms.communities import DetectCommunities
 from transforms.delta import ReadKnownVectors
 from transforms.embed import EmbedTexts, text_key
 from transforms.extract import ACRONYMS, MENTIONS, STATEMENTS, ExtractKnowledge
-from transforms.gather import CollectAll
+from transforms.gather import Gather
 from transforms.summaries import COOCCURRENCE, AggregateRelations
 from transforms.tags import BAD, GOOD
 from transforms.write import WriteTable, WriteTables, records_table, vector_rows_table
@@ -38,19 +37,28 @@ def _embeddable(relation: Any, min_confidence: float) -> bool:
     return relation.category != COOCCURRENCE and relation.confidence >= min_confidence
 
 
-def _attach(item: tuple[str, dict[str, list[Any]]]) -> Iterator[tuple[Any, Any]]:
-    _, grouped = item
-    vector = grouped["vectors"][0] if grouped["vectors"] else None
-    for record in grouped["items"]:
-        yield record, vector
+def _vector_rows(gathered: dict[str, list[Any]], text: Any, embedded: Any) -> list[tuple[Any, Any]]:
+    """Every row with the vector of its text, or ``None`` (not embedded, or its
+    embedding failed): the one list a table writer and its index builder share."""
+    lookup: dict[str, Any] = {}
+    for key, vector in gathered["vectors"]:
+        lookup.setdefault(key, vector)
+    return [
+        (row, lookup.get(text_key(text(row))) if embedded(row) else None)
+        for row in gathered["rows"]
+    ]
 
 
-def _with_vectors(label: str, items: beam.PCollection, vectors: beam.PCollection, text: Any) -> Any:
-    keyed = items | f"Key{label}" >> beam.Map(lambda r: (text_key(text(r)), r))
+def _with_vectors(
+    label: str, rows: beam.PCollection, vectors: beam.PCollection, text: Any, embedded: Any
+) -> Any:
+    """One list of ``(row, vector or None)``: rows and vectors are gathered once and
+    matched by text in memory (the vectors are ~35k on SciFact), not joined by a
+    ``CoGroupByKey`` per text and gathered again for the writer."""
     return (
-        {"items": keyed, "vectors": vectors}
-        | f"Join{label}Vectors" >> beam.CoGroupByKey()
-        | f"Attach{label}Vectors" >> beam.FlatMap(_attach)
+        {"rows": rows, "vectors": vectors}
+        | f"Gather{label}Vectors" >> Gather(always=True)
+        | f"Attach{label}Vectors" >> beam.Map(_vector_rows, text, embedded)
     )
 
 
@@ -120,26 +128,28 @@ def assemble_knowledge(
         known=known,
         counter=KNOWLEDGE_COUNTER,
     )
-    weak = (
-        relations
-        | "WeakRelations" >> beam.Filter(lambda r: not _embeddable(r, floor))
-        | "NoVector" >> beam.Map(lambda r: (r, None))
+    relation_rows = _with_vectors(
+        "Relations",
+        relations,
+        vectors[GOOD],
+        lambda r: r.summary,
+        lambda r: _embeddable(r, floor),
     )
-    relation_rows = (
-        _with_vectors("Relations", typed_relations, vectors[GOOD], lambda r: r.summary),
-        weak,
-    ) | "AllRelations" >> beam.Flatten()
-    community_rows = _with_vectors("Communities", communities, vectors[GOOD], lambda c: c.report)
+    community_rows = _with_vectors(
+        "Communities", communities, vectors[GOOD], lambda c: c.report, lambda c: True
+    )
 
     _ = canon[MENTIONS] | "WriteMentions" >> WriteTable(
         join(staging, bundles.MENTIONS),
         to_table=lambda rows: records_table(rows, MENTION_SCHEMA),
         sort_key=lambda m: m.mention_id,
+        collected=True,
     )
     _ = canon[ENTITIES] | "WriteEntities" >> WriteTable(
         join(staging, bundles.ENTITIES),
         to_table=lambda rows: records_table(rows, ENTITY_SCHEMA),
         sort_key=lambda e: e.entity_id,
+        collected=True,
     )
     for label, rows, filename, index, schema, row_id in (
         (
@@ -159,9 +169,8 @@ def assemble_knowledge(
             lambda c: c.community_id,
         ),
     ):
-        # One gathering of the rows feeds both the table and its index.
-        collected = rows | f"Collect{label}" >> CollectAll()
-        _ = collected | f"Write{label}" >> WriteTable(
+        # One gathering of the rows (with their vectors) feeds the table and its index.
+        _ = rows | f"Write{label}" >> WriteTable(
             join(staging, filename),
             to_table=lambda pairs, schema=schema, row_id=row_id: vector_rows_table(
                 pairs, schema, dimension, row_id=row_id
@@ -170,7 +179,7 @@ def assemble_knowledge(
             collected=True,
         )
         _ = (
-            collected
+            rows
             | f"{label}IdVectors"
             >> beam.Map(
                 lambda pairs, row_id=row_id: [

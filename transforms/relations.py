@@ -9,6 +9,7 @@ index the document text.
 """
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from schemas import Chunk, Mention, Statement, stable_id
@@ -80,6 +81,21 @@ CONFIDENCE = {
 }
 
 
+Lemma = Callable[[Any], str]
+"""A token -> its lower-case lemma."""
+
+
+def _lemma_function(lemmatize: Callable[[Any], str] | None) -> Lemma:
+    if lemmatize is None:
+        return lambda token: token.lemma_.lower()
+
+    def lemma(token: Any) -> str:
+        # A lemma the pipeline did set (an attribute rule) wins, as with its lemmatizer.
+        return (token.lemma_ if token.lemma else lemmatize(token)).lower()
+
+    return lemma
+
+
 def _trimmed(span: Any) -> tuple[int, int] | None:
     """Token range of ``span`` without leading determiners/pronouns/punctuation."""
     start, end = span.start, span.end
@@ -140,23 +156,23 @@ def find_mentions(doc: Any, chunk: Chunk) -> tuple[list[Mention], list[int]]:
     return mentions, owner
 
 
-def _predicate(verb: Any, prep: Any = None) -> str:
-    parts = [verb.lemma_.lower()]
-    parts += [c.lemma_.lower() for c in verb.children if c.dep_ == "prt"]
+def _predicate(lemma: Lemma, verb: Any, prep: Any = None) -> str:
+    parts = [lemma(verb)]
+    parts += [lemma(c) for c in verb.children if c.dep_ == "prt"]
     if prep is not None:
-        parts.append(prep.lemma_.lower())
+        parts.append(lemma(prep))
     return "_".join(re.sub(r"\W+", "", p) for p in parts if p)
 
 
-def _category(verb: Any, prep: Any = None) -> str:
-    lemma = verb.lemma_.lower()
-    if prep is not None and prep.lemma_.lower() in _TEMPORAL_PREPS:
+def _category(lemma: Lemma, verb: Any, prep: Any = None) -> str:
+    base = lemma(verb)
+    if prep is not None and lemma(prep) in _TEMPORAL_PREPS:
         return "temporal"
-    if lemma in _COMPLIANCE or any(c.lemma_.lower() == "must" for c in verb.children):
+    if base in _COMPLIANCE or any(lemma(c) == "must" for c in verb.children):
         return "compliance"
-    if lemma in _PART_OF:
+    if base in _PART_OF:
         return "part-of"
-    if lemma in _ATTRIBUTE:
+    if base in _ATTRIBUTE:
         return "attribute"
     return "process"
 
@@ -165,7 +181,7 @@ def _with_conjuncts(token: Any) -> list[Any]:
     return [token, *token.conjuncts]
 
 
-def _limit_amount(tokens: list[Any]) -> str | None:
+def _limit_amount(lemma: Lemma, tokens: list[Any]) -> str | None:
     """``"500 INR"`` from the tokens of a limit's object, or None without a number."""
     numbers = [t for t in tokens if t.like_num and t.lower_ != "per"]
     if not numbers:
@@ -176,26 +192,29 @@ def _limit_amount(tokens: list[Any]) -> str | None:
     if not unit and number.i + 1 < len(number.doc):
         after = number.doc[number.i + 1]
         if after.pos_ == "NOUN" or after.text == "%":
-            unit = after.lemma_.lower() if after.pos_ == "NOUN" else after.text
+            unit = lemma(after) if after.pos_ == "NOUN" else after.text
     return f"{amount} {unit}".strip()
 
 
-def _per_scope(tokens: list[Any]) -> str:
+def _per_scope(lemma: Lemma, tokens: list[Any]) -> str:
     """``"per_txn"`` when the tokens say "per transaction"; ``""`` otherwise."""
     for token in tokens:
         if token.lower_ == "per":
             for child in token.children:
                 if child.dep_ == "pobj":
-                    lemma = child.lemma_.lower()
-                    return f"per_{_PER_ABBREVIATIONS.get(lemma, lemma)}"
+                    base = lemma(child)
+                    return f"per_{_PER_ABBREVIATIONS.get(base, base)}"
     return ""
 
 
 class _Sentence:
     """Collects statements for one sentence, resolving tokens to mention ids."""
 
-    def __init__(self, sent: Any, chunk: Chunk, mentions: list[Mention], owner: list[int]):
+    def __init__(
+        self, sent: Any, chunk: Chunk, mentions: list[Mention], owner: list[int], lemma: Lemma
+    ):
         self.sent = sent
+        self.lemma = lemma
         self.chunk = chunk
         self.mentions = mentions
         self.owner = owner
@@ -243,12 +262,13 @@ def _verb_patterns(sentence: _Sentence, verb: Any) -> None:
     )
     objects = [c for c in children if c.dep_ in {"dobj", "attr"}]
     preps = [c for c in children if c.dep_ in {"prep", "agent"}]
-    lemma = verb.lemma_.lower()
+    lemma_of = sentence.lemma
+    lemma = lemma_of(verb)
     for subj in (s for head in subjects for s in _with_conjuncts(head)):
         if lemma in _LIMIT_VERBS:
-            scope = _per_scope([t for p in preps for t in p.subtree])
+            scope = _per_scope(lemma_of, [t for p in preps for t in p.subtree])
             for prep in (p for p in preps if p.lower_ in {"at", "to", "of"}):
-                amount = _limit_amount(list(prep.subtree))
+                amount = _limit_amount(lemma_of, list(prep.subtree))
                 if amount:
                     predicate = f"{scope}_limit" if scope else "limit"
                     sentence.add(subj, predicate, amount, "limit", "limit")
@@ -256,15 +276,18 @@ def _verb_patterns(sentence: _Sentence, verb: Any) -> None:
             if lemma == "be" and obj.dep_ == "attr":
                 sentence.add(subj, "is_a", obj, "definition", "copula")
             elif obj.dep_ == "dobj":
-                sentence.add(subj, _predicate(verb), obj, _category(verb), "svo")
+                predicate, category = _predicate(lemma_of, verb), _category(lemma_of, verb)
+                sentence.add(subj, predicate, obj, category, "svo")
         for prep in preps:
             pobjs = [c for c in prep.children if c.dep_ == "pobj"]
             for pobj in (p for head in pobjs for p in _with_conjuncts(head)):
                 if prep.dep_ == "agent" and passive:
-                    sentence.add(pobj, _predicate(verb), subj, _category(verb), "passive")
+                    predicate, category = _predicate(lemma_of, verb), _category(lemma_of, verb)
+                    sentence.add(pobj, predicate, subj, category, "passive")
                 elif not objects and lemma != "be" and lemma not in _LIMIT_VERBS:
-                    category = _category(verb, prep)
-                    sentence.add(subj, _predicate(verb, prep), pobj, category, "verb_prep")
+                    category = _category(lemma_of, verb, prep)
+                    predicate = _predicate(lemma_of, verb, prep)
+                    sentence.add(subj, predicate, pobj, category, "verb_prep")
 
 
 def _noun_patterns(sentence: _Sentence, noun: Any) -> None:
@@ -272,7 +295,7 @@ def _noun_patterns(sentence: _Sentence, noun: Any) -> None:
         if child.dep_ == "appos":
             sentence.add(noun, "is_a", child, "definition", "appositive")
         elif child.dep_ == "prep":
-            prep = child.lemma_.lower()
+            prep = sentence.lemma(child)
             if prep in _TEMPORAL_PREPS:
                 category = "temporal"
             elif prep in _PART_PREPS:
@@ -307,12 +330,20 @@ def _cooccurrence(sentence: _Sentence) -> None:
                 )
 
 
-def extract_from_doc(doc: Any, chunk: Chunk) -> tuple[list[Mention], list[Statement]]:
-    """Mentions and statements of one chunk parsed by spaCy (``doc.text == chunk.text``)."""
+def extract_from_doc(
+    doc: Any, chunk: Chunk, lemmatize: Callable[[Any], str] | None = None
+) -> tuple[list[Mention], list[Statement]]:
+    """Mentions and statements of one chunk parsed by spaCy (``doc.text == chunk.text``).
+
+    ``lemmatize`` gives a token's lemma where the pipeline left it unset (one run
+    without its lemmatizer, see ``transforms.extract.load_parser``); statements
+    need the lemmas of a few verbs and prepositions only.
+    """
     mentions, owner = find_mentions(doc, chunk)
+    lemma = _lemma_function(lemmatize)
     statements: list[Statement] = []
     for sent in doc.sents:
-        sentence = _Sentence(sent, chunk, mentions, owner)
+        sentence = _Sentence(sent, chunk, mentions, owner, lemma)
         for token in sent:
             if token.pos_ in {"VERB", "AUX"}:
                 _verb_patterns(sentence, token)

@@ -98,7 +98,7 @@ def aggregate_relations(
 
 class _AggregateFn(beam.DoFn):
     def process(self, gathered: dict[str, list[Any]]) -> Iterator[Relation]:
-        statements = gathered["statements"]
+        statements = [s for batch in gathered["statements"] for s in batch]
         assignment, names = single(gathered["assignment"], {}), single(gathered["names"], {})
         relations = aggregate_relations(statements, assignment, names)
         logger.info("grouped %d statements into %d relations", len(statements), len(relations))
@@ -108,8 +108,10 @@ class _AggregateFn(beam.DoFn):
 class AggregateRelations(beam.PTransform):
     """``{statements, assignment, names}`` -> ``PCollection[Relation]`` (global step).
 
-    ``assignment`` ({mention_id: entity_id}) and ``names`` ({entity_id: name}) hold
-    one dict each, as :class:`transforms.canonicalize.CanonicalizeEntities` emits them.
+    ``statements`` holds lists of statements (one per batch of chunks, as
+    :class:`transforms.extract.ExtractKnowledge` emits them); ``assignment``
+    ({mention_id: entity_id}) and ``names`` ({entity_id: name}) hold one dict each,
+    as :class:`transforms.canonicalize.CanonicalizeEntities` emits them.
 
     Example:
         >>> relations = {"statements": s, "assignment": a, "names": n} | AggregateRelations()

