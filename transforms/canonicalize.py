@@ -18,7 +18,7 @@ from apache_beam.utils.shared import Shared
 from evidex.config import KnowledgeConfig
 from schemas import Entity, Mention
 from transforms.canonical import MentionRef, canonicalize
-from transforms.gather import Gather
+from transforms.gather import Gather, batched_rows
 from transforms.tags import typed
 
 logger = logging.getLogger(__name__)
@@ -59,8 +59,8 @@ class _CanonicalizeFn(beam.DoFn):
     def process(self, gathered: dict[str, list[Any]]) -> Iterator[Any]:
         if self._holder is None:
             raise RuntimeError("_CanonicalizeFn.setup() was not called")
-        mentions: list[Mention] = [m for batch in gathered["mentions"] for m in batch]
-        acronyms = [pair for batch in gathered["acronyms"] for pair in batch]
+        mentions: list[Mention] = batched_rows(gathered["mentions"])
+        acronyms: list[tuple[str, str]] = batched_rows(gathered["acronyms"])
         refs = [MentionRef(m.mention_id, m.text, m.label, m.norm, m.chunk_id) for m in mentions]
         result = canonicalize(
             refs,

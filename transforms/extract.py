@@ -9,7 +9,7 @@ it never fails the build.
 """
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -23,7 +23,7 @@ from transforms.acronyms import find_definitions
 from transforms.normalize import normalize_surface
 from transforms.offload import SplitRunner
 from transforms.progress import Progress
-from transforms.relations import extract_from_doc
+from transforms.relations import Lemmatize, extract_from_doc
 from transforms.tags import BAD, typed
 
 logger = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ class Parser(NamedTuple):
     """A spaCy pipeline for extraction, and how it lemmatizes a token on demand."""
 
     nlp: Any
-    lemmatize: Callable[[Any], str] | None
+    lemmatize: Lemmatize | None
 
 
 def load_parser(name: str) -> Parser:
@@ -94,7 +94,7 @@ def extract_chunks(
     nlp: Any,
     chunks: list[Chunk],
     batch_size: int,
-    lemmatize: Callable[[Any], str] | None = None,
+    lemmatize: Lemmatize | None = None,
 ) -> list[ChunkExtraction]:
     """Parse ``chunks`` with ``nlp`` and extract from each, one result per chunk, in order.
 
@@ -111,9 +111,7 @@ def extract_chunks(
     ]
 
 
-def _extract_one(
-    nlp: Any, chunk: Chunk, doc: Any, lemmatize: Callable[[Any], str] | None
-) -> ChunkExtraction:
+def _extract_one(nlp: Any, chunk: Chunk, doc: Any, lemmatize: Lemmatize | None) -> ChunkExtraction:
     try:
         doc = doc if doc is not None else nlp(chunk.text)
         mentions, statements = extract_from_doc(doc, chunk, lemmatize)

@@ -84,6 +84,12 @@ def single(values: list[Any], empty: Any) -> Any:
     return values[0] if values else empty
 
 
+def batched_rows(batches: list[list[Any]]) -> list[Any]:
+    """The rows of a gathered input whose elements are lists of rows (a step that
+    emits its rows in bulk, e.g. one list per batch of chunks), in one list."""
+    return [row for batch in batches for row in batch]
+
+
 class Gather(beam.PTransform):
     """``{name: PCollection}`` -> ``PCollection`` of one ``{name: list}`` element.
 

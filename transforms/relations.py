@@ -84,8 +84,11 @@ CONFIDENCE = {
 Lemma = Callable[[Any], str]
 """A token -> its lower-case lemma."""
 
+Lemmatize = Callable[[Any], str]
+"""A token -> its lemma, for a pipeline run without its lemmatizer."""
 
-def _lemma_function(lemmatize: Callable[[Any], str] | None) -> Lemma:
+
+def _lemma_function(lemmatize: Lemmatize | None) -> Lemma:
     if lemmatize is None:
         return lambda token: token.lemma_.lower()
 
@@ -331,7 +334,7 @@ def _cooccurrence(sentence: _Sentence) -> None:
 
 
 def extract_from_doc(
-    doc: Any, chunk: Chunk, lemmatize: Callable[[Any], str] | None = None
+    doc: Any, chunk: Chunk, lemmatize: Lemmatize | None = None
 ) -> tuple[list[Mention], list[Statement]]:
     """Mentions and statements of one chunk parsed by spaCy (``doc.text == chunk.text``).
 

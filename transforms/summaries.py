@@ -14,7 +14,7 @@ from typing import Any
 import apache_beam as beam
 
 from schemas import Relation, Statement, stable_id
-from transforms.gather import Gather, single
+from transforms.gather import Gather, batched_rows, single
 from transforms.normalize import normalize_surface
 from transforms.tags import typed
 
@@ -98,7 +98,7 @@ def aggregate_relations(
 
 class _AggregateFn(beam.DoFn):
     def process(self, gathered: dict[str, list[Any]]) -> Iterator[Relation]:
-        statements = [s for batch in gathered["statements"] for s in batch]
+        statements: list[Statement] = batched_rows(gathered["statements"])
         assignment, names = single(gathered["assignment"], {}), single(gathered["names"], {})
         relations = aggregate_relations(statements, assignment, names)
         logger.info("grouped %d statements into %d relations", len(statements), len(relations))
