@@ -8,13 +8,18 @@ Contract:
 - the lexical arm is cut at the same fixed ``depth`` as the dense arm (no cut
   that depends on pool size); the lexical weight is the only tuning knob;
 - knowledge arms (chunks reached through relation summaries, community reports
-  or graph expansion) add ``1 / (RRF_K + rank)`` each, with weight 1: they
-  propose candidates, they are not tuned;
+  or graph expansion) are candidate generators only: a row they propose joins
+  the list even when no chunk arm ranks it, but it is scored by the chunk arms
+  alone (0 when neither ranks it). Similarity of a derived row or graph
+  proximity is discovery, not evidence, so it never lifts a chunk above one the
+  chunk arms rank higher (measured: as a weight-1 arm each, they lowered NDCG@10
+  on SciFact and on HotpotQA, docs/benchmarks.md);
 - reservation: the dense arm's top ``min(10, n)`` rows are reserved before any
   floor; when the final list is shorter than ``k``, reserved rows are appended
   in dense order and marked ``fallback``;
-- total order: fused score (descending), then dense similarity (descending),
-  then chunk id (ascending).
+- total order: fused score (descending), then the best knowledge-arm rank
+  (ascending, rows no knowledge arm proposes last), then dense similarity
+  (descending), then chunk id (ascending).
 """
 
 from collections.abc import Mapping, Sequence
@@ -68,7 +73,8 @@ def fuse(
         lexical_weight: weight of the lexical arm (dense weight is 1).
         min_similarity: optional admission floor on dense similarity; rows below
             it (or without a dense score) are dropped before reservation applies.
-        extra: knowledge arms by name (``relations``, ``communities``, ``graph``).
+        extra: knowledge arms by name (``relations``, ``communities``, ``graph``):
+            candidates and a tie-break, never a score term.
 
     Raises:
         ValueError: ``k`` < 1 or a negative lexical weight.
@@ -89,10 +95,8 @@ def fuse(
         extra_ranks = tuple(
             (name, hits[row].rank) for name, hits in by_extra.items() if row in hits
         )
-        score = (
-            (1.0 / (RRF_K + d.rank) if d else 0.0)
-            + (lexical_weight / (RRF_K + lx.rank) if lx else 0.0)
-            + sum(1.0 / (RRF_K + rank) for _, rank in extra_ranks)
+        score = (1.0 / (RRF_K + d.rank) if d else 0.0) + (
+            lexical_weight / (RRF_K + lx.rank) if lx else 0.0
         )
         fused.append(
             Fused(
@@ -132,6 +136,7 @@ def fuse(
     return result
 
 
-def _order(f: Fused, chunk_ids: Sequence[str]) -> tuple[float, float, str]:
+def _order(f: Fused, chunk_ids: Sequence[str]) -> tuple[float, float, float, str]:
     dense = f.dense_score if f.dense_score is not None else float("-inf")
-    return (-f.score, -round(dense, SCORE_DECIMALS), chunk_ids[f.row])
+    proposed = min((rank for _, rank in f.extra_ranks), default=float("inf"))
+    return (-f.score, proposed, -round(dense, SCORE_DECIMALS), chunk_ids[f.row])

@@ -194,8 +194,8 @@ def retrieve(
         min_similarity: optional floor on dense similarity (reserved rows still
             fill the list, marked ``fallback``).
         vector: the query's embedding, if the caller already has it.
-        extra: ranked chunk rows from knowledge surfaces (see :mod:`query.surfaces`),
-            fused with weight 1 each.
+        extra: ranked chunk rows from knowledge surfaces (see :mod:`query.surfaces`):
+            candidates that the chunk arms score (see :func:`query.fusion.fuse`).
 
     Returns:
         Evidence in rank order, each quoting its document's exact span.

@@ -104,7 +104,7 @@ def test_derived_rows_need_all_their_evidence_visible(bundle):
             assert not hidden & set(derived.chunk_ids), derived
 
 
-def test_extra_arms_add_reciprocal_rank_terms():
+def test_knowledge_arms_propose_candidates_but_add_no_score():
     dense = [ArmHit(0, 1, 0.9), ArmHit(1, 2, 0.8)]
     fused = fuse(
         dense,
@@ -114,10 +114,30 @@ def test_extra_arms_add_reciprocal_rank_terms():
         n_eligible=3,
         extra={"graph": [ArmHit(1, 1, 3.0), ArmHit(2, 2, 1.0)]},
     )
-    assert [f.row for f in fused] == [1, 0, 2]
-    assert fused[0].extra_ranks == (("graph", 1),)
-    assert fused[0].score == pytest.approx(1 / 62 + 1 / 61, abs=1e-6)
+    # Graph proximity does not lift row 1 above the dense arm's first row ...
+    assert [f.row for f in fused] == [0, 1, 2]
+    assert fused[1].score == pytest.approx(1 / 62, abs=1e-6)
+    assert fused[1].extra_ranks == (("graph", 1),)
+    # ... but a row only the graph proposes is still a candidate, scored by no chunk arm.
+    assert fused[2].score == 0.0
     assert fused[2].dense_rank is None and fused[2].extra_ranks == (("graph", 2),)
+
+
+def test_a_knowledge_proposal_breaks_a_tie_in_the_fused_score():
+    lexical = [ArmHit(0, 1, 2.0)]
+    dense = [ArmHit(1, 1, 0.7)]
+    plain = fuse(dense, lexical, chunk_ids=["a", "b"], k=2, n_eligible=2)
+    assert [f.row for f in plain] == [1, 0]  # equal scores: the dense-backed row first
+    proposed = fuse(
+        dense,
+        lexical,
+        chunk_ids=["a", "b"],
+        k=2,
+        n_eligible=2,
+        extra={"relations": [ArmHit(0, 1, 0.5)]},
+    )
+    assert [f.row for f in proposed] == [0, 1]
+    assert proposed[0].score == proposed[1].score
 
 
 def test_a_bundle_without_knowledge_reports_contradictions_unchecked(built_root, query_encoder):
