@@ -420,6 +420,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from evidex.config import DEFAULT_TARGET_TOKENS
+
     parser = argparse.ArgumentParser(
         prog="evidex", description=_DESCRIPTION, formatter_class=argparse.RawTextHelpFormatter
     )
@@ -509,8 +511,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--target-tokens",
         dest="target_tokens",
         type=int,
-        default=254,
-        help="chunk size for the eval build (default 254: abstracts stay whole)",
+        default=DEFAULT_TARGET_TOKENS,
+        help="chunk size for the eval build (default %(default)s, the build's default, so "
+        "the figures are those of the default configuration)",
     )
     _root_arg(p)
     _json_arg(p)

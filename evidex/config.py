@@ -145,6 +145,13 @@ class LexicalConfig(_Frozen):
     b: float = Field(0.75, ge=0, le=1, description="length normalization")
     stemmer: str | None = Field("english", description="Snowball stemmer language, or none")
     stopwords: str | None = Field("en", description="bm25s stopword list, or none")
+    context_chunks: int = Field(
+        1,
+        ge=0,
+        description="index each chunk's text together with this many neighbouring chunks of "
+        "its document on each side (the chunk alone is still what is returned and quoted); "
+        "0 indexes the chunk alone",
+    )
 
 
 class KnowledgeConfig(_Frozen):

@@ -41,6 +41,7 @@ from evidex.config import (
     EmbedConfig,
     IngestConfig,
     KnowledgeConfig,
+    LexicalConfig,
 )
 from evidex.models import (
     DEFAULT_MODEL,
@@ -110,6 +111,14 @@ class EvidexBuildOptions(PipelineOptions):
             action="store_true",
             help="also end chunks where adjacent sentences' embeddings grow apart "
             "(embeds the sentences of sections larger than --target_tokens: slower builds)",
+        )
+        parser.add_argument(
+            "--lexical_context",
+            type=int,
+            default=LexicalConfig().context_chunks,
+            help="BM25 scores each chunk together with this many neighbouring chunks of its "
+            "document on each side; hits still quote the chunk alone (default %(default)s; "
+            "0: the chunk alone)",
         )
         parser.add_argument(
             "--ann_partition_min_rows",
@@ -214,6 +223,7 @@ def config_from_options(opts: EvidexBuildOptions) -> BuildConfig:
         embed=EmbedConfig(model=opts.model or DEFAULT_MODEL),
         knowledge=KnowledgeConfig(enabled=opts.knowledge),
         ann=AnnConfig(partition_min_rows=opts.ann_partition_min_rows),
+        lexical=LexicalConfig(context_chunks=opts.lexical_context),
         spacy_pipeline=opts.spacy_pipeline,
         max_bad_ratio=opts.max_bad_ratio,
     )
