@@ -48,7 +48,9 @@ def load_dataset(directory: str, *, split: str = "test") -> Dataset:
     Raises:
         FileNotFoundError: a required file is missing, naming it.
     """
-    corpus = os.path.join(directory, "corpus.jsonl")
+    # Absolute, because the build's config hash includes the input path as given: the
+    # same corpus reached from another working directory must find the same bundle.
+    corpus = os.path.abspath(os.path.join(directory, "corpus.jsonl"))
     qrels_file = os.path.join(directory, "qrels", f"{split}.tsv")
     for required in (corpus, os.path.join(directory, "queries.jsonl"), qrels_file):
         if not os.path.isfile(required):

@@ -75,6 +75,13 @@ def test_dataset_loading_and_fingerprint(beir_dir):
         evaluation.load_dataset(str(beir_dir), split="dev")
 
 
+def test_a_relative_directory_names_the_corpus_by_its_absolute_path(beir_dir, monkeypatch):
+    monkeypatch.chdir(beir_dir.parent)
+    relative = evaluation.load_dataset(beir_dir.name)
+    assert relative.corpus == str(beir_dir / "corpus.jsonl")
+    assert relative.corpus == evaluation.load_dataset(str(beir_dir)).corpus
+
+
 def test_scoring_matches_hand_computed_values(beir_dir):
     dataset = evaluation.load_dataset(str(beir_dir))
     perfect = {q: {d: 1.0} for q, d in QRELS.items()}
