@@ -35,11 +35,6 @@ ACRONYMS = "acronyms"
 # Helper processes start only once a worker has parsed this many chunks: spawning
 # them (each loads spaCy) costs seconds that a small build would not earn back.
 HELPERS_AFTER_CHUNKS = 256
-# With helpers, a worker takes this many spaCy batches at a time and hands them out
-# in pieces of a quarter batch: the parsers balance their loads within a batch, and
-# fewer batch boundaries (where helpers wait on the worker's Beam steps) remain.
-BATCHES_PER_ELEMENT = 4
-PIECES_PER_BATCH = 4
 
 
 def load_spacy(name: str) -> Any:
@@ -179,7 +174,6 @@ class _ExtractFn(beam.DoFn):
             initializer=_helper_init,
             initargs=(self._pipeline,),
             start_after=self._helpers_after,
-            piece_size=max(1, self._batch_size // PIECES_PER_BATCH),
         )
         self._progress = Progress(logger, "parsed", "chunks", every=500)
 
@@ -257,8 +251,7 @@ class ExtractKnowledge(beam.PTransform):
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         if processes <= 0:
             raise ValueError(f"processes must be positive, got {processes}")
-        # A full spaCy batch for every parser, several when there are helpers.
-        self._batch_size = batch_size * processes * (BATCHES_PER_ELEMENT if processes > 1 else 1)
+        self._batch_size = batch_size * processes  # a full spaCy batch for every parser
         self._fn = _ExtractFn(
             pipeline=pipeline,
             batch_size=batch_size,

@@ -2,16 +2,15 @@
 
 Beam's in-process runner executes a stage on one Python thread, so a CPU-bound
 step such as the spaCy parse leaves the machine's other cores idle. A
-:class:`SplitRunner` cuts each batch into small contiguous pieces: this process
-works through them from the front while spawned helper processes (each
-initialized once, e.g. with its own spaCy pipeline) take them from the back, so
-whoever is faster does more, and the results come back in input order.
+:class:`SplitRunner` splits each batch into contiguous parts: the first runs
+here, the others in spawned helper processes (each initialized once, e.g. with
+its own spaCy pipeline), and the results come back in input order.
 
 Helpers start only after ``start_after`` items, so small builds never pay for
 spawning them, and get work only once they are ready: until every helper has
 run its initializer (importing and loading a model takes seconds), whole
 batches keep running here instead of waiting. A helper that dies or fails is
-not retried: its pieces run here, the helpers are shut down and the rest of the
+not retried: its part runs here, the helpers are shut down and the rest of the
 work stays in this process.
 """
 
@@ -19,7 +18,7 @@ import logging
 import multiprocessing
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import Future, ProcessPoolExecutor, wait
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -48,7 +47,7 @@ def split(items: Sequence[Any], parts: int) -> list[list[Any]]:
 
 
 class SplitRunner:
-    """Runs ``local`` here and ``remote`` in helper processes over pieces of each batch.
+    """Runs ``local`` here and ``remote`` in helper processes over parts of each batch.
 
     Example:
         >>> runner = SplitRunner(helpers=1, remote=partial(work, size=32),
@@ -62,7 +61,6 @@ class SplitRunner:
         initializer: picklable function run once in each helper before any work.
         initargs: its arguments.
         start_after: items run here alone before the helpers are started.
-        piece_size: items per piece of a batch (the unit of work handed out).
     """
 
     def __init__(
@@ -73,18 +71,14 @@ class SplitRunner:
         initializer: Callable[..., None],
         initargs: tuple[Any, ...] = (),
         start_after: int = 0,
-        piece_size: int = 8,
     ) -> None:
         if helpers < 0:
             raise ValueError(f"helpers must be zero or more, got {helpers}")
-        if piece_size <= 0:
-            raise ValueError(f"piece_size must be positive, got {piece_size}")
         self._helpers = helpers
         self._remote = remote
         self._initializer = initializer
         self._initargs = initargs
         self._start_after = start_after
-        self._piece_size = piece_size
         self._seen = 0
         self._executor: ProcessPoolExecutor | None = None
         self._ready: list[Future[int]] = []
@@ -96,14 +90,7 @@ class SplitRunner:
         return self._executor is not None
 
     def run(self, items: Sequence[Any], local: Callable[[list[Any]], list[Any]]) -> list[Any]:
-        """Results of ``items`` in order, one per item.
-
-        Once the helpers are ready, ``items`` is cut into pieces of about
-        ``piece_size``. This process runs pieces from the front; the helpers take
-        them from the back, each with up to two in flight so that none sits idle
-        while this process is busy. Whoever is faster does more of the batch, and
-        the batch ends at most about one piece after its last piece started.
-        """
+        """Results of ``items`` in order, one per item."""
         self._seen += len(items)
         if (
             self._executor is None
@@ -112,47 +99,28 @@ class SplitRunner:
             and self._seen > self._start_after
         ):
             self._start()
-        if self._executor is None or len(items) < 2 or not self._helpers_ready():
+        executor = self._executor
+        if executor is None or len(items) < 2 or not self._helpers_ready():
             return local(list(items))
-        pieces = split(items, max(self._helpers + 1, -(-len(items) // self._piece_size)))
-        results: list[list[Any] | None] = [None] * len(pieces)
-        flight: dict[Future[list[Any]], int] = {}
-        front, back = 0, len(pieces)  # pieces[front:back] are not handed out yet
-        while front < back or flight:
-            while self._executor is not None and front < back and len(flight) < 2 * self._helpers:
-                back -= 1
-                flight[self._executor.submit(self._remote, pieces[back])] = back
-            if front < back:
-                results[front] = local(pieces[front])
-                front += 1
-                finished = [future for future in flight if future.done()]
-            else:
-                finished = list(wait(flight, return_when=FIRST_COMPLETED).done)
-            for future in finished:
-                index = flight.pop(future)
-                try:
-                    done = future.result()
-                except Exception as exc:  # a helper died or failed: this process does the rest
-                    logger.warning(
-                        "helper process failed (%s: %s); continuing in-process",
-                        type(exc).__name__,
-                        exc,
-                    )
-                    self._failed = True
-                    self.close()
-                    flight.clear()
-                    break
-                if len(done) != len(pieces[index]):
-                    raise RuntimeError(
-                        f"helper returned {len(done)} results for {len(pieces[index])} items"
-                    )
-                results[index] = done
-        # After a helper failed, what it had (and what nobody took yet) runs here.
-        return [
-            item
-            for piece, result in zip(pieces, results, strict=True)
-            for item in (result if result is not None else local(piece))
-        ]
+        mine, *theirs = split(items, self._helpers + 1)
+        futures: list[Future[list[Any]]] = [executor.submit(self._remote, part) for part in theirs]
+        results = local(mine)
+        for part, future in zip(theirs, futures, strict=True):
+            try:
+                done = future.result()
+            except Exception as exc:  # a helper died or failed: this process does the rest
+                logger.warning(
+                    "helper process failed (%s: %s); continuing in-process",
+                    type(exc).__name__,
+                    exc,
+                )
+                self._failed = True
+                self.close()
+                done = local(part)
+            if len(done) != len(part):
+                raise RuntimeError(f"helper returned {len(done)} results for {len(part)} items")
+            results.extend(done)
+        return results
 
     def _start(self) -> None:
         logger.info("starting %d helper process(es)", self._helpers)
