@@ -1,0 +1,167 @@
+"""Sentence vectors as a second dense view of each chunk: would they lift retrieval quality?
+
+Usage:
+    python -m benchmarks.sentence_vectors --bundle /tmp/bc/root/bundles/<id> \\
+        --dataset ../shared/data/scifact [--cache /tmp/sentences.npz]
+
+An experiment on a built bundle, not a product feature. It splits every chunk
+into sentences (``transforms.spans``), embeds them with the bundle's model
+(sorted by length, batched; ``--cache`` keeps the vectors for a rerun), and
+scores, with exact search over all vectors and trec_eval through
+``evidex.evaluation``, these dense arms and each one fused with the bundle's
+lexical arm by ``query.fusion.fuse`` (the product's RRF, lexical weight 1):
+
+- ``chunk``: cosine of the query and the chunk vector (the product's dense arm);
+- ``sentence``: cosine of the query and the chunk's best sentence;
+- ``max``: the larger of the two;
+- ``sum``: their sum.
+
+A document scores as its best chunk, as in ``evidex eval``.
+"""
+
+import argparse
+import os
+import time
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+import numpy as np
+import pyarrow.parquet as pq
+
+DEPTH = 300  # chunks per arm, as `evidex eval` asks of `retrieve`
+
+
+def chunk_sentences(texts: Sequence[str]) -> tuple[list[str], np.ndarray]:
+    """Every sentence of every text, and the index of the text it came from."""
+    from transforms.spans import paragraphs, sentences
+
+    found: list[str] = []
+    owner: list[int] = []
+    for index, text in enumerate(texts):
+        for paragraph in paragraphs(text):
+            for start, end in sentences(text, paragraph):
+                found.append(text[start:end])
+                owner.append(index)
+    return found, np.asarray(owner, dtype=np.int64)
+
+
+def encode_sorted(encode: Callable[[list[str]], np.ndarray], texts: list[str]) -> np.ndarray:
+    """Vectors of ``texts`` in input order, encoded shortest first."""
+    order = np.argsort([len(t) for t in texts], kind="stable")
+    vectors = encode([texts[i] for i in order])
+    result = np.empty_like(vectors)
+    result[order] = vectors
+    return result
+
+
+def best_per_chunk(similarity: np.ndarray, owner: np.ndarray, n_chunks: int) -> np.ndarray:
+    """Each chunk's best sentence similarity (-1 for a chunk without sentences)."""
+    best = np.full(n_chunks, -1.0, dtype=np.float32)
+    np.maximum.at(best, owner, similarity.astype(np.float32))
+    return best
+
+
+def ranked(scores: np.ndarray, depth: int = DEPTH) -> list[int]:
+    """Row indexes of the ``depth`` highest scores, best first (ties by row)."""
+    order = np.lexsort((np.arange(len(scores)), -scores))
+    return [int(i) for i in order[:depth]]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bundle", required=True, help="a built bundle directory")
+    parser.add_argument("--dataset", required=True, help="BEIR directory of the bundle's corpus")
+    parser.add_argument("--cache", default=None, help="npz file to keep sentence vectors in")
+    args = parser.parse_args(argv)
+
+    from evidex.evaluation import document_run, load_dataset, score_arm
+    from evidex.models import force_offline, load_sentence_transformer, resolve_model
+    from query import open_bundle, retrieve
+    from query.fusion import ArmHit, fuse
+
+    force_offline()
+    dataset = load_dataset(args.dataset)
+    bundle = open_bundle(args.bundle)
+    table = pq.read_table(
+        os.path.join(args.bundle, "chunks.parquet"),
+        columns=["chunk_id", "doc_id", "text", "embedding"],
+    )
+    ids = table.column("chunk_id").to_pylist()
+    docs = table.column("doc_id").to_pylist()
+    row_of = {chunk: row for row, chunk in enumerate(ids)}
+    chunk_vectors = np.asarray(table.column("embedding").to_pylist(), dtype=np.float32)
+    model = load_sentence_transformer(resolve_model(bundle.manifest.model.name))
+
+    def encode(texts: list[str]) -> np.ndarray:
+        return np.asarray(
+            model.encode(texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True),
+            dtype=np.float32,
+        )
+
+    texts, owner = chunk_sentences(table.column("text").to_pylist())
+    if args.cache and os.path.exists(args.cache):
+        sentence_vectors = np.load(args.cache)["vectors"]
+        if len(sentence_vectors) != len(texts):
+            parser.error(
+                f"{args.cache} holds {len(sentence_vectors)} vectors for {len(texts)} "
+                "sentences: it was made for another bundle"
+            )
+        print(f"{len(texts)} sentences of {len(ids)} chunks, vectors from {args.cache}")
+    else:
+        start = time.perf_counter()
+        sentence_vectors = encode_sorted(encode, texts)
+        print(
+            f"{len(texts)} sentences of {len(ids)} chunks embedded in "
+            f"{time.perf_counter() - start:.0f} s"
+        )
+        if args.cache:
+            np.savez(args.cache, vectors=sentence_vectors)
+
+    def run_of(rows: list[int]) -> dict[str, float]:
+        return document_run([_Row(docs[r]) for r in rows])
+
+    arms = ("chunk", "sentence", "max", "sum")
+    runs: dict[str, dict[str, dict[str, float]]] = {
+        name: {} for arm in arms for name in (arm, f"{arm} + lexical")
+    }
+    queries = list(dataset.queries.items())
+    query_vectors = encode([text for _, text in queries])
+    for (qid, text), query_vector in zip(queries, query_vectors, strict=True):
+        lexical = [
+            ArmHit(row_of[e.chunk_id], rank, e.score)
+            for rank, e in enumerate(
+                retrieve(bundle, text, k=DEPTH, arms=("lexical",), depth=DEPTH), start=1
+            )
+        ]
+        chunk = chunk_vectors @ query_vector
+        sentence = best_per_chunk(sentence_vectors @ query_vector, owner, len(ids))
+        scores = {
+            "chunk": chunk,
+            "sentence": sentence,
+            "max": np.maximum(chunk, sentence),
+            "sum": chunk + sentence,
+        }
+        for arm, score in scores.items():
+            rows = ranked(score)
+            runs[arm][qid] = run_of(rows)
+            dense = [ArmHit(row, rank, float(score[row])) for rank, row in enumerate(rows, 1)]
+            fused = fuse(dense, lexical, chunk_ids=ids, k=DEPTH, n_eligible=len(ids))
+            runs[f"{arm} + lexical"][qid] = run_of([f.row for f in fused])
+    print(f"{'arm':<20}{'NDCG@10':>10}{'Recall@100':>12}{'MRR@10':>10}")
+    for name, run in runs.items():
+        scores_of = score_arm(dataset, run)
+        print(
+            f"{name:<20}{scores_of['ndcg@10']:>10.4f}{scores_of['recall@100']:>12.4f}"
+            f"{scores_of['mrr@10']:>10.4f}"
+        )
+    return 0
+
+
+class _Row(NamedTuple):
+    """What ``document_run`` reads of a piece of evidence."""
+
+    doc_id: str
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
