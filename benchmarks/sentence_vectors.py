@@ -74,6 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cache", default=None, help="npz file to keep sentence vectors in")
     args = parser.parse_args(argv)
 
+    from evidex import bundles
     from evidex.evaluation import document_run, load_dataset, score_arm
     from evidex.models import force_offline, load_sentence_transformer, resolve_model
     from query import open_bundle, retrieve
@@ -83,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     dataset = load_dataset(args.dataset)
     bundle = open_bundle(args.bundle)
     table = pq.read_table(
-        os.path.join(args.bundle, "chunks.parquet"),
+        os.path.join(args.bundle, bundles.CHUNKS),
         columns=["chunk_id", "doc_id", "text", "embedding"],
     )
     ids = table.column("chunk_id").to_pylist()
