@@ -14,7 +14,14 @@ lexical arm by ``query.fusion.fuse`` (the product's RRF, lexical weight 1):
 - ``chunk``: cosine of the query and the chunk vector (the product's dense arm);
 - ``sentence``: cosine of the query and the chunk's best sentence;
 - ``max``: the larger of the two;
-- ``sum``: their sum.
+- ``sum``: their sum;
+- ``sum in chunk top 300``: the sum, ranking only the chunk arm's top 300 (what a
+  product without a sentence index would do: rescore the chunk arm's candidates).
+
+With ``--late`` it also pools each sentence's vector from the token embeddings of
+its chunk's forward pass ("late chunking"). A build could have these for free from
+the pass that embeds the chunk; here the chunks are encoded again. It scores
+``late`` (best late sentence) and ``chunk + late``; ``--late-cache`` keeps them.
 
 A document scores as its best chunk, as in ``evidex eval``.
 """
@@ -23,7 +30,7 @@ import argparse
 import os
 import time
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -31,18 +38,65 @@ import pyarrow.parquet as pq
 DEPTH = 300  # chunks per arm, as `evidex eval` asks of `retrieve`
 
 
-def chunk_sentences(texts: Sequence[str]) -> tuple[list[str], np.ndarray]:
-    """Every sentence of every text, and the index of the text it came from."""
+def sentence_spans(texts: Sequence[str]) -> list[list[tuple[int, int]]]:
+    """The ``[start, end)`` character spans of every sentence of each text."""
     from transforms.spans import paragraphs, sentences
 
+    return [
+        [span for paragraph in paragraphs(text) for span in sentences(text, paragraph)]
+        for text in texts
+    ]
+
+
+def chunk_sentences(texts: Sequence[str]) -> tuple[list[str], np.ndarray]:
+    """Every sentence of every text, and the index of the text it came from."""
     found: list[str] = []
     owner: list[int] = []
-    for index, text in enumerate(texts):
-        for paragraph in paragraphs(text):
-            for start, end in sentences(text, paragraph):
-                found.append(text[start:end])
-                owner.append(index)
+    for index, (text, spans) in enumerate(zip(texts, sentence_spans(texts), strict=True)):
+        for start, end in spans:
+            found.append(text[start:end])
+            owner.append(index)
     return found, np.asarray(owner, dtype=np.int64)
+
+
+def pool_spans(
+    tokens: np.ndarray, offsets: Sequence[tuple[int, int]], spans: Sequence[tuple[int, int]]
+) -> np.ndarray:
+    """Unit-norm mean of the token vectors overlapping each character span.
+
+    ``offsets`` are the tokenizer's character offsets of each token row; special
+    tokens have empty offsets and belong to no span. A span that no token
+    overlaps (cut off by the model's window) gets a zero vector.
+    """
+    result = np.zeros((len(spans), tokens.shape[1]), dtype=np.float32)
+    starts = np.asarray([a for a, _ in offsets])
+    ends = np.asarray([z for _, z in offsets])
+    for row, (start, end) in enumerate(spans):
+        inside = (ends > starts) & (starts < end) & (ends > start)
+        if inside.any():
+            mean = tokens[inside].mean(axis=0)
+            result[row] = mean / np.linalg.norm(mean)
+    return result
+
+
+def late_sentence_vectors(
+    model: Any, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]]
+) -> np.ndarray:
+    """Sentence vectors pooled from each text's token embeddings, in sentence order."""
+    order = np.argsort([len(t) for t in texts], kind="stable")
+    pooled: list[np.ndarray] = [np.empty(0)] * len(texts)
+    for first in range(0, len(order), 64):
+        rows = order[first : first + 64]
+        batch = [texts[i] for i in rows]
+        outputs = model.encode(batch, batch_size=64, output_value=None, convert_to_numpy=False)
+        offsets = model.tokenizer(
+            batch, return_offsets_mapping=True, truncation=True, max_length=model.max_seq_length
+        )["offset_mapping"]
+        for row, output, offset in zip(rows, outputs, offsets, strict=True):
+            length = int(output["attention_mask"].sum())
+            tokens = output["token_embeddings"][:length].float().numpy()
+            pooled[row] = pool_spans(tokens, offset, spans[row])
+    return np.concatenate(pooled)
 
 
 def encode_sorted(encode: Callable[[list[str]], np.ndarray], texts: list[str]) -> np.ndarray:
@@ -72,6 +126,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--bundle", required=True, help="a built bundle directory")
     parser.add_argument("--dataset", required=True, help="BEIR directory of the bundle's corpus")
     parser.add_argument("--cache", default=None, help="npz file to keep sentence vectors in")
+    parser.add_argument(
+        "--late",
+        action="store_true",
+        help="also score sentence vectors pooled from the chunks' token embeddings "
+        "(re-encodes every chunk)",
+    )
+    parser.add_argument("--late-cache", default=None, help="npz file to keep late vectors in")
     args = parser.parse_args(argv)
 
     from evidex import bundles
@@ -118,10 +179,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.cache:
             np.savez(args.cache, vectors=sentence_vectors)
 
+    late_vectors = None
+    if args.late and args.late_cache and os.path.exists(args.late_cache):
+        late_vectors = np.load(args.late_cache)["vectors"]
+        if len(late_vectors) != len(texts):
+            parser.error(f"{args.late_cache} was made for another bundle")
+    elif args.late:
+        start = time.perf_counter()
+        chunk_texts = table.column("text").to_pylist()
+        late_vectors = late_sentence_vectors(model, chunk_texts, sentence_spans(chunk_texts))
+        print(f"chunks re-encoded and sentences pooled in {time.perf_counter() - start:.0f} s")
+        if args.late_cache:
+            np.savez(args.late_cache, vectors=late_vectors)
+
     def run_of(rows: list[int]) -> dict[str, float]:
         return document_run([_Row(docs[r]) for r in rows])
 
-    arms = ("chunk", "sentence", "max", "sum")
+    arms: tuple[str, ...] = ("chunk", "sentence", "max", "sum", "sum in chunk top 300")
+    if late_vectors is not None:
+        arms += ("late", "chunk + late")
     runs: dict[str, dict[str, dict[str, float]]] = {
         name: {} for arm in arms for name in (arm, f"{arm} + lexical")
     }
@@ -136,23 +212,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         ]
         chunk = chunk_vectors @ query_vector
         sentence = best_per_chunk(sentence_vectors @ query_vector, owner, len(ids))
+        in_top = np.zeros(len(ids), dtype=bool)
+        in_top[ranked(chunk)] = True
         scores = {
             "chunk": chunk,
             "sentence": sentence,
             "max": np.maximum(chunk, sentence),
             "sum": chunk + sentence,
+            "sum in chunk top 300": np.where(in_top, chunk + sentence, -np.inf),
         }
+        if late_vectors is not None:
+            late = best_per_chunk(late_vectors @ query_vector, owner, len(ids))
+            scores |= {"late": late, "chunk + late": chunk + late}
         for arm, score in scores.items():
             rows = ranked(score)
             runs[arm][qid] = run_of(rows)
             dense = [ArmHit(row, rank, float(score[row])) for rank, row in enumerate(rows, 1)]
             fused = fuse(dense, lexical, chunk_ids=ids, k=DEPTH, n_eligible=len(ids))
             runs[f"{arm} + lexical"][qid] = run_of([f.row for f in fused])
-    print(f"{'arm':<20}{'NDCG@10':>10}{'Recall@100':>12}{'MRR@10':>10}")
+    print(f"{'arm':<32}{'NDCG@10':>10}{'Recall@100':>12}{'MRR@10':>10}")
     for name, run in runs.items():
         scores_of = score_arm(dataset, run)
         print(
-            f"{name:<20}{scores_of['ndcg@10']:>10.4f}{scores_of['recall@100']:>12.4f}"
+            f"{name:<32}{scores_of['ndcg@10']:>10.4f}{scores_of['recall@100']:>12.4f}"
             f"{scores_of['mrr@10']:>10.4f}"
         )
     return 0

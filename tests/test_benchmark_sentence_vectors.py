@@ -36,3 +36,22 @@ def test_each_chunk_scores_its_best_sentence_and_ranking_breaks_ties_by_row():
     np.testing.assert_allclose(best, [0.9, -1.0, 0.4, -1.0])
     assert sv.ranked(best) == [0, 2, 1, 3]
     assert sv.ranked(np.array([0.5, 0.7, 0.5]), depth=2) == [1, 0]
+
+
+def test_sentence_spans_quote_each_sentence_exactly():
+    texts = ["Aspirin lowers fever. It also thins blood.", "A.\n\nB two."]
+    spans = sv.sentence_spans(texts)
+    assert [[t[a:b] for a, b in s] for t, s in zip(texts, spans, strict=True)] == [
+        ["Aspirin lowers fever.", "It also thins blood."],
+        ["A.", "B two."],
+    ]
+
+
+def test_late_pooling_averages_the_tokens_inside_each_span_and_skips_special_tokens():
+    # rows: [CLS], "ab", "cd", "ef", [SEP]; the special tokens have empty offsets
+    tokens = np.array([[9, 9], [3, 0], [1, 0], [0, 2], [9, 9]], dtype=np.float32)
+    offsets = [(0, 0), (0, 2), (3, 5), (6, 8), (0, 0)]
+    pooled = sv.pool_spans(tokens, offsets, [(0, 5), (4, 8), (20, 30)])
+    np.testing.assert_allclose(pooled[0], [1.0, 0.0])  # mean (2, 0), normalized
+    np.testing.assert_allclose(pooled[1], [np.sqrt(0.2), np.sqrt(0.8)], rtol=1e-6)  # (0.5, 1)
+    np.testing.assert_array_equal(pooled[2], [0.0, 0.0])  # no token inside: a zero vector
