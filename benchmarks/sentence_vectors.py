@@ -23,7 +23,9 @@ its chunk's forward pass ("late chunking"). A build could have these for free fr
 the pass that embeds the chunk; here the chunks are encoded again. It scores
 ``late`` (best late sentence) and ``chunk + late``; ``--late-cache`` keeps them.
 
-A document scores as its best chunk, as in ``evidex eval``.
+A document scores as its best chunk, as in ``evidex eval``. Each arm's gain in
+NDCG@10 over the product's (``chunk`` alone, ``chunk + lexical`` fused) comes with a
+paired bootstrap 95% interval over the queries.
 """
 
 import argparse
@@ -36,6 +38,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 DEPTH = 300  # chunks per arm, as `evidex eval` asks of `retrieve`
+BASELINES = ("chunk", "chunk + lexical")  # the product's dense arm and its default
 
 
 def sentence_spans(texts: Sequence[str]) -> list[list[tuple[int, int]]]:
@@ -119,6 +122,26 @@ def ranked(scores: np.ndarray, depth: int = DEPTH) -> list[int]:
     """Row indexes of the ``depth`` highest scores, best first (ties by row)."""
     order = np.lexsort((np.arange(len(scores)), -scores))
     return [int(i) for i in order[:depth]]
+
+
+def paired_interval(
+    gains: np.ndarray, *, samples: int = 10_000, seed: int = 7
+) -> tuple[float, float]:
+    """95% paired bootstrap interval of the mean of per-query ``gains``."""
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(gains), size=(samples, len(gains)))
+    means = gains[picks].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def per_query_ndcg(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]) -> dict:
+    """trec_eval NDCG@10 of each query of ``run``."""
+    import pytrec_eval
+
+    judged = {q: rel for q, rel in qrels.items() if q in run}
+    found = pytrec_eval.RelevanceEvaluator(judged, {"ndcg_cut.10"}).evaluate(run)
+    return {q: v["ndcg_cut_10"] for q, v in found.items()}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -230,13 +253,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             dense = [ArmHit(row, rank, float(score[row])) for rank, row in enumerate(rows, 1)]
             fused = fuse(dense, lexical, chunk_ids=ids, k=DEPTH, n_eligible=len(ids))
             runs[f"{arm} + lexical"][qid] = run_of([f.row for f in fused])
-    print(f"{'arm':<32}{'NDCG@10':>10}{'Recall@100':>12}{'MRR@10':>10}")
+    baselines = {name: per_query_ndcg(dataset.qrels, runs[name]) for name in BASELINES}
+    print(
+        f"{'arm':<32}{'NDCG@10':>10}{'Recall@100':>12}{'MRR@10':>10}"
+        "   gain over the product's arm [95% CI]"
+    )
     for name, run in runs.items():
         scores_of = score_arm(dataset, run)
-        print(
+        line = (
             f"{name:<32}{scores_of['ndcg@10']:>10.4f}{scores_of['recall@100']:>12.4f}"
             f"{scores_of['mrr@10']:>10.4f}"
         )
+        if name not in BASELINES:
+            baseline = baselines[BASELINES[1] if name.endswith("+ lexical") else BASELINES[0]]
+            ndcg = per_query_ndcg(dataset.qrels, run)
+            gains = np.asarray([ndcg[q] - baseline[q] for q in sorted(baseline)])
+            low, high = paired_interval(gains)
+            line += f"   {gains.mean():+.4f} [{low:+.4f}, {high:+.4f}]"
+        print(line)
     return 0
 
 

@@ -55,3 +55,20 @@ def test_late_pooling_averages_the_tokens_inside_each_span_and_skips_special_tok
     np.testing.assert_allclose(pooled[0], [1.0, 0.0])  # mean (2, 0), normalized
     np.testing.assert_allclose(pooled[1], [np.sqrt(0.2), np.sqrt(0.8)], rtol=1e-6)  # (0.5, 1)
     np.testing.assert_array_equal(pooled[2], [0.0, 0.0])  # no token inside: a zero vector
+
+
+def test_paired_interval_brackets_the_mean_gain_and_is_exact_for_a_constant_gain():
+    np.testing.assert_allclose(sv.paired_interval(np.full(50, 0.25)), (0.25, 0.25))
+    gains = np.array([0.0, 0.0, 0.0, 1.0] * 25)  # mean 0.25, half the mass far from it
+    low, high = sv.paired_interval(gains, samples=2000)
+    assert 0.1 < low < 0.25 < high < 0.4
+    assert sv.paired_interval(gains, samples=2000) == (low, high)  # seeded
+
+
+def test_per_query_ndcg_comes_from_trec_eval():
+    qrels = {"q1": {"d1": 1}, "q2": {"d2": 1}, "q3": {"d3": 1}}
+    run = {"q1": {"d1": 2.0, "x": 1.0}, "q2": {"x": 2.0, "d2": 1.0}}
+    scores = sv.per_query_ndcg(qrels, run)
+    assert set(scores) == {"q1", "q2"}  # unjudged-by-run queries are not scored here
+    assert scores["q1"] == 1.0
+    assert abs(scores["q2"] - 1 / np.log2(3)) < 1e-9  # the relevant doc at rank 2
