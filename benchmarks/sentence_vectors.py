@@ -78,7 +78,7 @@ def pool_spans(
         inside = (ends > starts) & (starts < end) & (ends > start)
         if inside.any():
             mean = tokens[inside].mean(axis=0)
-            result[row] = mean / np.linalg.norm(mean)
+            result[row] = mean / np.linalg.norm(mean)  # as the model's Normalize step
     return result
 
 
@@ -135,7 +135,9 @@ def paired_interval(
     return float(low), float(high)
 
 
-def per_query_ndcg(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]) -> dict:
+def per_query_ndcg(
+    qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]
+) -> dict[str, float]:
     """trec_eval NDCG@10 of each query of ``run``."""
     import pytrec_eval
 
