@@ -139,11 +139,9 @@ def per_query_ndcg(
     qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]
 ) -> dict[str, float]:
     """trec_eval NDCG@10 of each query of ``run``."""
-    import pytrec_eval
+    from evidex.evaluation import per_query
 
-    judged = {q: rel for q, rel in qrels.items() if q in run}
-    found = pytrec_eval.RelevanceEvaluator(judged, {"ndcg_cut.10"}).evaluate(run)
-    return {q: v["ndcg_cut_10"] for q, v in found.items()}
+    return {q: v["ndcg_cut_10"] for q, v in per_query(qrels, run, {"ndcg_cut.10"}).items()}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -162,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from evidex import bundles
     from evidex.evaluation import document_run, load_dataset, score_arm
-    from evidex.models import force_offline, load_sentence_transformer, resolve_model
+    from evidex.models import force_offline
     from query import open_bundle, retrieve
     from query.fusion import ArmHit, fuse
 
@@ -177,7 +175,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     docs = table.column("doc_id").to_pylist()
     row_of = {chunk: row for row, chunk in enumerate(ids)}
     chunk_vectors = np.asarray(table.column("embedding").to_pylist(), dtype=np.float32)
-    model = load_sentence_transformer(resolve_model(bundle.manifest.model.name))
+    chunk_texts = table.column("text").to_pylist()
+    model = bundle.model  # the sentence-transformers model the bundle was opened with
 
     def encode(texts: list[str]) -> np.ndarray:
         return np.asarray(
@@ -185,7 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             dtype=np.float32,
         )
 
-    texts, owner = chunk_sentences(table.column("text").to_pylist())
+    texts, owner = chunk_sentences(chunk_texts)
     if args.cache and os.path.exists(args.cache):
         sentence_vectors = np.load(args.cache)["vectors"]
         if len(sentence_vectors) != len(texts):
@@ -211,7 +210,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"{args.late_cache} was made for another bundle")
     elif args.late:
         start = time.perf_counter()
-        chunk_texts = table.column("text").to_pylist()
         late_vectors = late_sentence_vectors(model, chunk_texts, sentence_spans(chunk_texts))
         print(f"chunks re-encoded and sentences pooled in {time.perf_counter() - start:.0f} s")
         if args.late_cache:

@@ -151,18 +151,24 @@ def _arms(bundle: Any) -> dict[str, Callable[[str], list[Any]]]:
     }
 
 
-def score_arm(dataset: Dataset, runs: dict[str, dict[str, float]]) -> dict[str, float]:
-    """trec_eval NDCG@10, Recall@100, MRR@10 (and multi-hop all-supporting@k)."""
+def per_query(
+    qrels: dict[str, dict[str, int]], runs: dict[str, dict[str, float]], measures: set[str]
+) -> dict[str, dict[str, float]]:
+    """trec_eval's ``measures`` for each query of ``runs`` that ``qrels`` judges."""
     import pytrec_eval
 
-    qrels = {q: rel for q, rel in dataset.qrels.items() if q in runs}
-    evaluator = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "recall.100"})
-    per_query = evaluator.evaluate(runs)
+    judged = {q: rel for q, rel in qrels.items() if q in runs}
+    return pytrec_eval.RelevanceEvaluator(judged, measures).evaluate(runs)
+
+
+def score_arm(dataset: Dataset, runs: dict[str, dict[str, float]]) -> dict[str, float]:
+    """trec_eval NDCG@10, Recall@100, MRR@10 (and multi-hop all-supporting@k)."""
+    found = per_query(dataset.qrels, runs, {"ndcg_cut.10", "recall.100"})
     top10 = {q: dict(sorted(r.items(), key=lambda kv: -kv[1])[:10]) for q, r in runs.items()}
-    mrr = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"}).evaluate(top10)
+    mrr = per_query(dataset.qrels, top10, {"recip_rank"})
     scores = {
-        "ndcg@10": float(np.mean([v["ndcg_cut_10"] for v in per_query.values()])),
-        "recall@100": float(np.mean([v["recall_100"] for v in per_query.values()])),
+        "ndcg@10": float(np.mean([v["ndcg_cut_10"] for v in found.values()])),
+        "recall@100": float(np.mean([v["recall_100"] for v in found.values()])),
         "mrr@10": float(np.mean([v["recip_rank"] for v in mrr.values()])),
     }
     if dataset.supporting:
