@@ -216,7 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             np.savez(args.late_cache, vectors=late_vectors)
 
     def run_of(rows: list[int]) -> dict[str, float]:
-        return document_run([_Row(docs[r]) for r in rows])
+        return document_run([DocRow(docs[r]) for r in rows])
 
     arms: tuple[str, ...] = ("chunk", "sentence", "max", "sum", "sum in chunk top 300")
     if late_vectors is not None:
@@ -274,7 +274,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-class _Row(NamedTuple):
+class DocRow(NamedTuple):
     """What ``document_run`` reads of a piece of evidence."""
 
     doc_id: str

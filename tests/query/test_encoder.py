@@ -81,3 +81,13 @@ def test_a_graph_that_deviates_is_refused(st_model, monkeypatch, caplog):
 def test_unknown_backend_is_a_clear_error(st_model):
     with pytest.raises(ValueError, match="auto, onnx, torch"):
         QueryEncoder.load(st_model, "tensorrt")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("backend", ["onnx", "torch"])
+def test_a_padded_batch_gives_each_text_its_own_vector(backend, onnx_encoder, st_model):
+    encoder = onnx_encoder if backend == "onnx" else QueryEncoder.load(st_model, "torch")
+    batch = encoder.encode_batch(TEXTS)
+    assert batch.dtype == np.float32 and batch.shape == (len(TEXTS), 384)
+    for text, vector in zip(TEXTS, batch, strict=True):
+        assert np.abs(vector - encoder.encode(text)).max() < 1e-5
+    assert encoder.encode_batch([]).shape == (0, 384)
