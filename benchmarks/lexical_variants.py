@@ -162,7 +162,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     baseline: dict[str, float] | None = None
     for variant in VARIANTS:
         config = own.model_copy(
-            update={"k1": variant.k1 or own.k1, "b": own.b if variant.b is None else variant.b}
+            update={
+                "k1": own.k1 if variant.k1 is None else variant.k1,
+                "b": own.b if variant.b is None else variant.b,
+            }
         )
         score = _Scorer(build_bm25(texts, config=config), len(ids))
         lexical_run: dict[str, dict[str, float]] = {}

@@ -88,7 +88,7 @@ class QueryEncoder:
         The texts are padded to the longest, so callers keep batches of similar length.
         """
         if not texts:
-            return np.empty((0, self.model.get_sentence_embedding_dimension()), dtype=np.float32)
+            return np.empty((0, self.model.get_embedding_dimension()), dtype=np.float32)
         if self._session is None:
             with self._lock:
                 vectors = self.model.encode(texts, normalize_embeddings=True)
