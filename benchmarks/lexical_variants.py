@@ -79,7 +79,7 @@ def rm3_weights(
     return dict(weights)
 
 
-class _Scorer:
+class TermScorer:
     """BM25 scores of weighted query terms over one index (one score vector per term)."""
 
     def __init__(self, index: Any, rows: int) -> None:
@@ -167,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "b": own.b if variant.b is None else variant.b,
             }
         )
-        score = _Scorer(build_bm25(texts, config=config), len(ids))
+        score = TermScorer(build_bm25(texts, config=config), len(ids))
         lexical_run: dict[str, dict[str, float]] = {}
         fused_run: dict[str, dict[str, float]] = {}
         for qid, text in queries:

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from benchmarks.lexical_variants import Rm3, _Scorer, rm3_weights
+from benchmarks.lexical_variants import Rm3, TermScorer, rm3_weights
 from evidex.config import LexicalConfig
 from transforms.lexical import build_bm25
 
@@ -25,7 +25,7 @@ def test_rm3_breaks_equal_weights_by_term():
 def test_weighted_scores_are_the_weighted_sum_of_single_term_scores():
     config = LexicalConfig(stemmer=None, stopwords=None, context_chunks=0)
     index = build_bm25(["rivers flow north", "rivers freeze", "mountains"], config=config)
-    score = _Scorer(index, rows=3)
+    score = TermScorer(index, rows=3)
     river, flow = score({"rivers": 1.0}), score({"flow": 1.0})
     assert river[2] == 0 and flow[1] == 0 and river[0] > 0 and flow[0] > 0
     np.testing.assert_allclose(score({"rivers": 0.5, "flow": 2.0}), 0.5 * river + 2.0 * flow)
