@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pyarrow.parquet as pq
 
-from benchmarks.sentence_vectors import DEPTH, DocRow, paired_interval, per_query_ndcg, ranked
+from benchmarks.sentence_vectors import DEPTH, DocRow, gain_text, per_query_ndcg, ranked
 
 
 class Rm3(NamedTuple):
@@ -190,9 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if baseline is None:
             baseline = ndcg
         else:
-            gains = np.asarray([ndcg[q] - baseline[q] for q in sorted(baseline)])
-            low, high = paired_interval(gains)
-            line += f"   {gains.mean():+.4f} [{low:+.4f}, {high:+.4f}]"
+            line += "   " + gain_text(ndcg, baseline)
         print(line, flush=True)
     return 0
 

@@ -135,6 +135,13 @@ def paired_interval(
     return float(low), float(high)
 
 
+def gain_text(ndcg: dict[str, float], baseline: dict[str, float]) -> str:
+    """Mean per-query gain of ``ndcg`` over ``baseline`` and its paired 95% interval."""
+    gains = np.asarray([ndcg[q] - baseline[q] for q in sorted(baseline)])
+    low, high = paired_interval(gains)
+    return f"{gains.mean():+.4f} [{low:+.4f}, {high:+.4f}]"
+
+
 def per_query_ndcg(
     qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]
 ) -> dict[str, float]:
@@ -266,10 +273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         if name not in BASELINES:
             baseline = baselines[BASELINES[1] if name.endswith("+ lexical") else BASELINES[0]]
-            ndcg = per_query_ndcg(dataset.qrels, run)
-            gains = np.asarray([ndcg[q] - baseline[q] for q in sorted(baseline)])
-            low, high = paired_interval(gains)
-            line += f"   {gains.mean():+.4f} [{low:+.4f}, {high:+.4f}]"
+            line += "   " + gain_text(per_query_ndcg(dataset.qrels, run), baseline)
         print(line)
     return 0
 
