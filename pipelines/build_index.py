@@ -270,7 +270,9 @@ def assemble(
         model=model_path, config=config.chunk, max_tokens=model.max_seq_length - 2
     )
     embedded = chunked[GOOD] | "EmbedChunks" >> EmbedChunks(
-        model=model_path, batch_size=config.embed.batch_size
+        model=model_path,
+        batch_size=config.embed.batch_size,
+        batch_chars=config.embed.batch_chars,
     )
     all_embedded = embedded[GOOD]
     if reused is not None:

@@ -125,6 +125,7 @@ def assemble_knowledge(
     vectors = texts | "EmbedKnowledge" >> EmbedTexts(
         model=model_path,
         batch_size=config.embed.batch_size,
+        batch_chars=config.embed.batch_chars,
         known=known,
         counter=KNOWLEDGE_COUNTER,
     )

@@ -5,10 +5,14 @@ embedded exactly once (chunks are keyed by a hash of their text), and vectors
 are L2-normalized.
 
 Batches are formed deterministically: texts are grouped by length bucket,
-sorted by (length, key) and cut into fixed-size batches, which are then spread
-across workers. A float computation depends on the shapes it runs in, so the
-same input always meeting the model in the same batches is what makes two
-builds of the same corpus byte-identical; it also keeps padding small.
+sorted by (length, key) and cut into batches of at most ``batch_size`` texts and
+at most ``batch_chars`` characters once padded to their longest text, which are
+then spread across workers. A float computation depends on the shapes it runs
+in, so the same input always meeting the model in the same batches is what makes
+two builds of the same corpus byte-identical; it also keeps padding small. The
+character budget is for speed: on two cores MiniLM embeds 100-token texts about
+a fifth faster in batches of eight than of 64, while 10-token texts want the full
+64 (docs/benchmarks.md, "Batches by padded length").
 """
 
 import hashlib
@@ -25,6 +29,7 @@ from apache_beam.ml.inference.base import (
     RunInference,
 )
 
+from evidex.config import DEFAULT_EMBED_BATCH, DEFAULT_EMBED_CHARS
 from schemas import DeadLetter, EmbeddedChunk
 from transforms.progress import Progress
 from transforms.tags import BAD, GOOD, typed
@@ -105,14 +110,25 @@ def length_bucket(text: str) -> int:
     return min(len(text) // _BUCKET_CHARS, _MAX_BUCKET)
 
 
-def fixed_batches(
-    item: tuple[int, Iterable[tuple[str, str]]], *, batch_size: int
+def length_batches(
+    item: tuple[int, Iterable[tuple[str, str]]], *, batch_size: int, batch_chars: int
 ) -> Iterator[list[tuple[str, str]]]:
-    """One bucket's ``(key, text)`` pairs -> batches that depend only on their content."""
+    """One bucket's ``(key, text)`` pairs -> batches that depend only on their content.
+
+    Pairs are sorted by (text length, key) and cut where the next text would make
+    the batch hold more than ``batch_size`` texts or, padded to that (longest)
+    text, more than ``batch_chars`` characters. A text longer than the budget is
+    a batch of its own.
+    """
     _, pairs = item
-    ordered = sorted(pairs, key=lambda kv: (len(kv[1]), kv[0]))
-    for start in range(0, len(ordered), batch_size):
-        yield ordered[start : start + batch_size]
+    batch: list[tuple[str, str]] = []
+    for pair in sorted(pairs, key=lambda kv: (len(kv[1]), kv[0])):
+        if batch and (len(batch) >= batch_size or (len(batch) + 1) * len(pair[1]) > batch_chars):
+            yield batch
+            batch = []
+        batch.append(pair)
+    if batch:
+        yield batch
 
 
 def _join(item: tuple[str, dict[str, list[Any]]]) -> Iterator[Any]:
@@ -153,6 +169,13 @@ def _split_known(item: tuple[str, dict[str, list[Any]]]) -> Iterator[Any]:
         yield key, grouped["texts"][0]
 
 
+def _check_batching(batch_size: int, batch_chars: int) -> None:
+    if batch_size <= 0:
+        raise ValueError(f"batch_size must be positive, got {batch_size}")
+    if batch_chars <= 0:
+        raise ValueError(f"batch_chars must be positive, got {batch_chars}")
+
+
 class EmbedTexts(beam.PTransform):
     """``PCollection[str]`` -> ``{good: (text_key, vector), bad: (text_key, (type, message))}``.
 
@@ -165,7 +188,8 @@ class EmbedTexts(beam.PTransform):
 
     Args:
         model: sentence-transformers name or local path.
-        batch_size: texts per encode call.
+        batch_size: most texts per encode call.
+        batch_chars: most characters per encode call, counted as texts x longest text.
         known: optional ``PCollection[(text_key, vector)]`` of reusable vectors.
         counter: name of the Beam counter of texts actually embedded.
     """
@@ -174,14 +198,15 @@ class EmbedTexts(beam.PTransform):
         self,
         *,
         model: str,
-        batch_size: int = 64,
+        batch_size: int = DEFAULT_EMBED_BATCH,
+        batch_chars: int = DEFAULT_EMBED_CHARS,
         known: beam.PCollection | None = None,
         counter: str = "texts_embedded",
     ) -> None:
         super().__init__()
-        if batch_size <= 0:
-            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        _check_batching(batch_size, batch_chars)
         self._batch_size = batch_size
+        self._batch_chars = batch_chars
         self._known = known
         self._handler = SentenceTransformerHandler(
             model=model, batch_size=batch_size, counter=counter
@@ -201,12 +226,14 @@ class EmbedTexts(beam.PTransform):
                 | "SplitKnown" >> beam.FlatMap(_split_known).with_outputs("known", main="new")
             )
             pairs, reused = split["new"], split["known"]
-        batch_size = self._batch_size
         batches = (
             pairs
             | "KeyByLength" >> beam.Map(lambda kv: (length_bucket(kv[1]), kv))
             | "GroupByLength" >> beam.GroupByKey()
-            | "FixedBatches" >> beam.FlatMap(fixed_batches, batch_size=batch_size)
+            | "LengthBatches"
+            >> beam.FlatMap(
+                length_batches, batch_size=self._batch_size, batch_chars=self._batch_chars
+            )
             | "SpreadBatches" >> beam.Reshuffle()
         )
         inferred, dlq = (
@@ -229,14 +256,21 @@ class EmbedChunks(beam.PTransform):
 
     Args:
         model: sentence-transformers name or local path.
-        batch_size: texts per encode call.
+        batch_size: most texts per encode call.
+        batch_chars: most characters per encode call, counted as texts x longest text.
     """
 
-    def __init__(self, *, model: str, batch_size: int = 64) -> None:
+    def __init__(
+        self,
+        *,
+        model: str,
+        batch_size: int = DEFAULT_EMBED_BATCH,
+        batch_chars: int = DEFAULT_EMBED_CHARS,
+    ) -> None:
         super().__init__()
-        if batch_size <= 0:
-            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        _check_batching(batch_size, batch_chars)
         self._batch_size = batch_size
+        self._batch_chars = batch_chars
         self._model = str(model)
 
     def expand(self, chunks: beam.PCollection) -> Any:
@@ -244,7 +278,10 @@ class EmbedChunks(beam.PTransform):
         embedded = (
             chunks
             | "ChunkTexts" >> beam.Map(lambda c: c.text)
-            | "Embed" >> EmbedTexts(model=self._model, batch_size=self._batch_size)
+            | "Embed"
+            >> EmbedTexts(
+                model=self._model, batch_size=self._batch_size, batch_chars=self._batch_chars
+            )
         )
         joined = (
             {"chunks": keyed, "vectors": embedded[GOOD], "errors": embedded[BAD]}

@@ -6,7 +6,14 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from schemas import Chunk, DeadLetter, register_coders
-from transforms.embed import EmbedChunks, SentenceTransformerHandler, _failed_inference, _join
+from transforms.embed import (
+    EmbedChunks,
+    EmbedTexts,
+    SentenceTransformerHandler,
+    _failed_inference,
+    _join,
+    length_batches,
+)
 from transforms.tags import BAD, GOOD
 
 
@@ -79,3 +86,33 @@ def test_a_model_that_cannot_load_fails_with_a_clear_error(tmp_path):
     (bogus / "config.json").write_text("{}")
     with pytest.raises(Exception, match="cannot load embedding model"), TestPipeline() as p:
         _ = p | beam.Create([_chunk(0, "text")]) | EmbedChunks(model=str(bogus))
+
+
+def _pairs(*lengths: int) -> list[tuple[str, str]]:
+    return [(f"k{i}", "x" * n) for i, n in enumerate(lengths)]
+
+
+def test_batches_are_cut_by_count_and_by_padded_length():
+    pairs = _pairs(10, 10, 10, 10, 10, 30, 40, 100)
+    batches = list(length_batches((0, pairs), batch_size=3, batch_chars=100))
+    lengths = [[len(text) for _, text in batch] for batch in batches]
+    # three texts at most; 3 x 30 fits 100 characters, 3 x 40 does not; 100 alone
+    assert lengths == [[10, 10, 10], [10, 10, 30], [40], [100]]
+    long = list(length_batches((0, _pairs(250, 300)), batch_size=64, batch_chars=100))
+    assert [[len(t) for _, t in b] for b in long] == [[250], [300]]
+
+
+def test_batches_depend_only_on_content():
+    pairs = _pairs(5, 7, 7, 9, 12, 12, 12, 20)
+    first = list(length_batches((0, pairs), batch_size=4, batch_chars=40))
+    again = list(length_batches((0, list(reversed(pairs))), batch_size=4, batch_chars=40))
+    assert first == again
+    assert [pair for batch in first for pair in batch] == sorted(
+        pairs, key=lambda kv: (len(kv[1]), kv[0])
+    )
+
+
+@pytest.mark.parametrize("size, chars", [(0, 100), (8, 0)])
+def test_batching_limits_must_be_positive(size, chars):
+    with pytest.raises(ValueError, match="must be positive"):
+        EmbedTexts(model="unused", batch_size=size, batch_chars=chars)
