@@ -18,7 +18,7 @@ DEFAULT_MAX_DOCUMENT_BYTES = 5_000_000
 DEFAULT_TARGET_TOKENS = 160
 DEFAULT_MAX_BAD_RATIO = 0.05
 DEFAULT_EMBED_BATCH = 64
-# Characters per encode call, counted as texts x longest text: about eight 100-token
+# Characters per encode call, counted as texts x longest text: about seven 120-token
 # chunks, or the full 64 of 10-token relation summaries (docs/benchmarks.md).
 DEFAULT_EMBED_CHARS = 4000
 DEFAULT_SEED = 17

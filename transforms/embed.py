@@ -10,9 +10,9 @@ at most ``batch_chars`` characters once padded to their longest text, which are
 then spread across workers. A float computation depends on the shapes it runs
 in, so the same input always meeting the model in the same batches is what makes
 two builds of the same corpus byte-identical; it also keeps padding small. The
-character budget is for speed: on two cores MiniLM embeds 100-token texts about
-a fifth faster in batches of eight than of 64, while 10-token texts want the full
-64 (docs/benchmarks.md, "Batches by padded length").
+character budget is for speed: on two cores MiniLM embeds 100-token texts
+13-28% faster in batches of about eight than of 64, while 10-token texts want the
+full 64 (docs/benchmarks.md, "Batches by padded length").
 """
 
 import hashlib
