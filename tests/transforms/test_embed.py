@@ -96,7 +96,7 @@ def test_batches_are_cut_by_count_and_by_padded_length():
     pairs = _pairs(10, 10, 10, 10, 10, 30, 40, 100)
     batches = list(length_batches((0, pairs), batch_size=3, batch_chars=100))
     lengths = [[len(text) for _, text in batch] for batch in batches]
-    # three texts at most; 3 x 30 fits 100 characters, 3 x 40 does not; 100 alone
+    # three texts at most (3 x 30 fits 100 characters); 2 x 100 does not, so 100 is alone
     assert lengths == [[10, 10, 10], [10, 10, 30], [40], [100]]
     long = list(length_batches((0, _pairs(250, 300)), batch_size=64, batch_chars=100))
     assert [[len(t) for _, t in b] for b in long] == [[250], [300]]
