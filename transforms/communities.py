@@ -17,7 +17,7 @@ import networkx as nx
 from evidex.config import KnowledgeConfig
 from schemas import Community, Relation, stable_id
 from transforms.gather import Gather, single
-from transforms.graph import entity_graph, louvain_levels, weighted_degree
+from transforms.graph import entity_graph, internal_edges, louvain_levels, weighted_degree
 from transforms.summaries import COOCCURRENCE
 from transforms.tags import typed
 
@@ -104,9 +104,8 @@ def detect_communities(
         for number, members in groups.items():
             if len(members) < config.min_community_size or tuple(members) in below:
                 continue  # too small, or the same community as one level down
-            sub = graph.subgraph(members)
             internal = sorted(
-                (r for a, b in sub.edges() for r in by_pair[_pair(a, b)]),
+                (r for edge in internal_edges(graph, members) for r in by_pair[edge]),
                 key=lambda r: r.relation_id,
             )
             documents = {d for r in internal for d in r.sentence_doc_ids}

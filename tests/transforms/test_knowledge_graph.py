@@ -12,7 +12,7 @@ from evidex.config import KnowledgeConfig
 from schemas import Relation, Statement, stable_id
 from transforms.canonical import MentionRef, canonicalize
 from transforms.communities import detect_communities
-from transforms.graph import entity_graph, louvain_levels
+from transforms.graph import entity_graph, internal_edges, louvain_levels, weighted_degree
 from transforms.normalize import normalize_surface
 from transforms.summaries import aggregate_relations, summary_sentence
 
@@ -259,3 +259,19 @@ def test_random_graphs_partition_every_node_once():
     graph = entity_graph(rels)
     for partition in louvain_levels(graph, seed=3):
         assert set(partition) == set(graph.nodes)
+
+
+def test_weighted_degree_and_internal_edges_equal_the_induced_subgraphs():
+    rng = random.Random(11)
+    nodes = [f"n{i:02d}" for i in range(40)]
+    rels = [relation(*rng.sample(nodes, 2), support=rng.randint(1, 4)) for _ in range(120)]
+    graph = entity_graph(rels)
+    for size in (2, 7, 25):
+        members = rng.sample(sorted(graph.nodes), size)
+        sub = graph.subgraph(members)
+        assert weighted_degree(graph, members) == {
+            n: float(d) for n, d in sub.degree(weight="weight")
+        }
+        edges = internal_edges(graph, members)
+        assert sorted(edges) == sorted(tuple(sorted(e)) for e in sub.edges())
+        assert all(a < b for a, b in edges)
