@@ -267,7 +267,7 @@ def test_weighted_degree_and_internal_edges_equal_the_induced_subgraphs():
     rels = [relation(*rng.sample(nodes, 2), support=rng.randint(1, 4)) for _ in range(120)]
     graph = entity_graph(rels)
     for size in (2, 7, 25):
-        members = rng.sample(sorted(graph.nodes), size)
+        members = [*rng.sample(sorted(graph.nodes), size), "not-in-the-graph"]
         sub = graph.subgraph(members)
         assert weighted_degree(graph, members) == {
             n: float(d) for n, d in sub.degree(weight="weight")
