@@ -13,12 +13,9 @@ same parsed texts. ``--repeat`` times the matching again.
 """
 
 import argparse
-import os
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
-
-import pyarrow.parquet as pq
 
 ANNOTATIONS = ["TAG", "POS", "MORPH", "LEMMA", "DEP", "HEAD", "ENT_IOB", "ENT_TYPE"]
 
@@ -52,22 +49,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=2, help="timed passes of the matching")
     args = parser.parse_args(argv)
 
-    from evidex import bundles
-    from evidex.config import KnowledgeConfig
+    from benchmarks.parse_components import parse_inputs
     from transforms.attribute_rules import FACTORY
     from transforms.extract import load_parser, load_spacy
 
-    manifest = bundles.read_manifest(args.bundle)
-    pipeline = manifest.model.spacy_pipeline
-    if not pipeline:
-        parser.error(f"{args.bundle} was built without the knowledge layer")
-    size = KnowledgeConfig.model_validate(manifest.config.get("knowledge", {})).spacy_batch_size
-    texts = (
-        pq.read_table(os.path.join(args.bundle, bundles.CHUNKS), columns=["text"])
-        .column("text")
-        .to_pylist()
-    )
-    texts = texts[: args.chunks] if args.chunks > 0 else texts
+    try:
+        pipeline, size, texts = parse_inputs(args.bundle, args.chunks)
+    except ValueError as exc:
+        parser.error(str(exc))
 
     compiled_nlp = load_parser(pipeline).nlp
     if FACTORY not in compiled_nlp.pipe_names:

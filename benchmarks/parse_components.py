@@ -34,6 +34,29 @@ def component_seconds(nlp: Any, texts: Sequence[str], batch_size: int) -> dict[s
     return seconds
 
 
+def parse_inputs(bundle: str, chunks: int) -> tuple[str, int, list[str]]:
+    """A built bundle's spaCy pipeline, extraction batch size and first ``chunks`` chunk
+    texts (all of them when ``chunks`` is 0 or less).
+
+    Raises:
+        ValueError: the bundle was built without the knowledge layer.
+    """
+    from evidex import bundles
+    from evidex.config import KnowledgeConfig
+
+    manifest = bundles.read_manifest(bundle)
+    pipeline = manifest.model.spacy_pipeline
+    if not pipeline:
+        raise ValueError(f"{bundle} was built without the knowledge layer")
+    knowledge = KnowledgeConfig.model_validate(manifest.config.get("knowledge", {}))
+    texts = (
+        pq.read_table(os.path.join(bundle, bundles.CHUNKS), columns=["text"])
+        .column("text")
+        .to_pylist()
+    )
+    return pipeline, knowledge.spacy_batch_size, texts[:chunks] if chunks > 0 else texts
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bundle", required=True, help="a built bundle directory")
@@ -41,24 +64,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=2, help="timed passes")
     args = parser.parse_args(argv)
 
-    from evidex import bundles
-    from evidex.config import KnowledgeConfig
     from transforms.extract import load_parser
 
-    manifest = bundles.read_manifest(args.bundle)
-    pipeline = manifest.model.spacy_pipeline
-    if not pipeline:
-        parser.error(f"{args.bundle} was built without the knowledge layer")
-    knowledge = KnowledgeConfig.model_validate(manifest.config.get("knowledge", {}))
-    texts = (
-        pq.read_table(os.path.join(args.bundle, bundles.CHUNKS), columns=["text"])
-        .column("text")
-        .to_pylist()[: args.chunks]
-    )
+    try:
+        pipeline, batch_size, texts = parse_inputs(args.bundle, args.chunks)
+    except ValueError as exc:
+        parser.error(str(exc))
     nlp = load_parser(pipeline).nlp
     print(f"{pipeline}: {', '.join(nlp.pipe_names)}; {len(texts)} chunks")
     for run in range(1, args.repeat + 1):
-        seconds = component_seconds(nlp, texts, knowledge.spacy_batch_size)
+        seconds = component_seconds(nlp, texts, batch_size)
         total = sum(seconds.values())
         shares = ", ".join(f"{name} {s:.1f} s ({s / total:.0%})" for name, s in seconds.items())
         print(f"pass {run}: {total:.1f} s = {shares}")
