@@ -3,7 +3,8 @@
 Works for every surface: chunks (``EmbeddedChunk``), relation summaries and
 community reports (``(id, vector)`` pairs). Keys are the first 64 bits of each
 row id; a collision fails the build.
-Vectors are added in key order on one thread so the file is reproducible.
+Vectors are added in key order on one thread so the file is reproducible;
+:class:`BuildAnnIndexes` builds several surfaces' files side by side, one thread each.
 """
 
 import itertools
@@ -11,7 +12,8 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import apache_beam as beam
@@ -21,7 +23,7 @@ from apache_beam.io.filesystems import FileSystems
 from evidex.bundles import partition_index
 from evidex.config import AnnConfig
 from schemas import EmbeddedChunk, ann_key
-from transforms.gather import CollectAll
+from transforms.gather import CollectAll, Gather, single
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +75,15 @@ def keys_and_vectors(embedded: Sequence[Any], dimension: int) -> tuple[np.ndarra
     return keys, vectors.reshape(len(pairs), dimension)
 
 
+def save_index(index: Any, path: str) -> None:
+    """Write a built index to ``path`` on any Beam filesystem (local, GCS, S3)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        local = os.path.join(scratch, "index.usearch")
+        index.save(local)
+        with open(local, "rb") as src, FileSystems.create(path) as dst:
+            shutil.copyfileobj(src, dst)
+
+
 class _BuildIndexFn(beam.DoFn):
     def __init__(self, *, path: str, dimension: int, config: AnnConfig) -> None:
         self._path = path
@@ -81,12 +92,7 @@ class _BuildIndexFn(beam.DoFn):
 
     def process(self, embedded: list[Any]) -> Any:
         keys, vectors = keys_and_vectors(embedded, self._dimension)
-        index = build_index(keys, vectors, config=self._config)
-        with tempfile.TemporaryDirectory() as scratch:
-            local = os.path.join(scratch, "index.usearch")
-            index.save(local)
-            with open(local, "rb") as src, FileSystems.create(self._path) as dst:
-                shutil.copyfileobj(src, dst)
+        save_index(build_index(keys, vectors, config=self._config), self._path)
         logger.info("wrote ANN index of %d vectors to %s", len(keys), self._path)
         yield self._path, len(keys)
 
@@ -115,6 +121,61 @@ class BuildAnnIndex(beam.PTransform):
     def expand(self, embedded: beam.PCollection) -> beam.PCollection:
         lists = embedded if self._collected else embedded | "CollectVectors" >> CollectAll()
         return lists | "BuildHnsw" >> beam.ParDo(self._fn)
+
+
+class _BuildIndexesFn(beam.DoFn):
+    def __init__(self, *, paths: Mapping[str, str], dimension: int, config: AnnConfig) -> None:
+        self._paths = dict(paths)
+        self._dimension = dimension
+        self._config = config
+
+    def process(self, gathered: dict[str, list[Any]]) -> Any:
+        empty = (np.zeros(0, dtype=np.uint64), np.zeros((0, self._dimension), dtype=np.float32))
+        surfaces = {name: single(gathered[name], empty) for name in self._paths}
+        # usearch releases the GIL while it adds vectors, so the threads run on separate
+        # cores; each index is still built on one thread, in key order.
+        with ThreadPoolExecutor(max_workers=len(surfaces)) as pool:
+            built = {
+                name: pool.submit(build_index, keys, vectors, config=self._config)
+                for name, (keys, vectors) in surfaces.items()
+            }
+            for name, future in built.items():
+                path, n = self._paths[name], len(surfaces[name][0])
+                save_index(future.result(), path)
+                logger.info("wrote ANN index of %d vectors to %s", n, path)
+                yield path, n
+
+
+class BuildAnnIndexes(beam.PTransform):
+    """``{name: PCollection of one (keys, vectors) pair}`` -> one USearch file per name,
+    built side by side (one global step, one thread per file).
+
+    Each input holds what :func:`keys_and_vectors` returns for one surface's rows, e.g.
+    relation summaries and community reports, whose indexes would otherwise be built one
+    after the other. A name whose input is empty gets an empty index. Files are the same
+    as :class:`BuildAnnIndex` writes.
+
+    Example:
+        >>> pairs = {"relations": r, "communities": c}
+        >>> pairs | BuildAnnIndexes({"relations": p1, "communities": p2}, dimension=384,
+        ...                         config=AnnConfig())
+
+    Memory bound: every surface's vectors on one worker.
+    """
+
+    def __init__(self, paths: Mapping[str, str], *, dimension: int, config: AnnConfig) -> None:
+        super().__init__()
+        if not paths:
+            raise ValueError("BuildAnnIndexes needs at least one surface")
+        if dimension <= 0:
+            raise ValueError(f"dimension must be positive, got {dimension}")
+        self._names = tuple(paths)
+        self._fn = _BuildIndexesFn(paths=paths, dimension=dimension, config=config)
+
+    def expand(self, inputs: Any) -> beam.PCollection:  # {name: PCollection}
+        if set(inputs) != set(self._names):
+            raise ValueError(f"inputs {sorted(inputs)} do not match paths {sorted(self._names)}")
+        return inputs | "GatherVectors" >> Gather(always=True) | "BuildHnsw" >> beam.ParDo(self._fn)
 
 
 class _BuildPartitionFn(beam.DoFn):

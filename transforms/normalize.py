@@ -28,6 +28,7 @@ _GREEK = {
     "τ": "tau",
     "ω": "omega",
 }
+_GREEK_TABLE = str.maketrans(_GREEK)
 _ROMAN = {"ii": "2", "iii": "3", "iv": "4", "v": "5", "vi": "6", "vii": "7", "viii": "8"}
 _ARTICLES = frozenset({"the", "a", "an", "this", "that", "these", "those", "its", "their"})
 _IRREGULAR = {
@@ -54,6 +55,7 @@ _INVISIBLE = re.compile("[\u200b\u200c\u200d\u2060\u00ad\ufeff]")
 _SPACE = re.compile(r"\s+")
 _WORD = re.compile(r"\w+")
 _ASCII_LETTER = re.compile("[a-z]")
+_POSSESSIVE = re.compile(r"['’](s)?\b")
 
 
 @functools.cache
@@ -87,6 +89,8 @@ def fold_mixed_script(text: str) -> str:
         >>> fold_mixed_script("d\u0430nube")
         'danube'
     """
+    if text.isascii():
+        return text
     lookalikes = _latin_lookalikes()
 
     def fold(match: re.Match[str]) -> str:
@@ -126,9 +130,8 @@ def normalize_surface(surface: str) -> str:
         'tnf alpha receptor'
     """
     text = unicodedata.normalize("NFKC", _INVISIBLE.sub("", surface))
-    text = "".join(_GREEK.get(ch, ch) for ch in text.casefold())
-    text = fold_mixed_script(text)
-    text = re.sub(r"['’](s)?\b", " ", text)  # possessives: X's, Xs'
+    text = fold_mixed_script(text.casefold().translate(_GREEK_TABLE))
+    text = _POSSESSIVE.sub(" ", text)  # possessives: X's, Xs'
     text = _PUNCT.sub(" ", text.replace("_", " "))
     words = _SPACE.sub(" ", text).strip().split(" ")
     while words and words[0] in _ARTICLES:

@@ -21,6 +21,7 @@ from schemas import (
 from transforms.ann import (
     AnnKeyCollisionError,
     BuildAnnIndex,
+    BuildAnnIndexes,
     BuildAnnPartitions,
     build_index,
     keys_and_vectors,
@@ -121,6 +122,53 @@ def test_build_ann_index_transform_writes_a_mappable_file(tmp_path):
     assert len(index) == 50 and index.ndim == 16
     top = index.search(np.asarray(embedded[7].embedding, dtype=np.float32), 1)
     assert int(top.keys[0]) == ann_key(embedded[7].chunk.chunk_id)
+
+
+def test_indexes_built_side_by_side_equal_those_built_one_at_a_time(tmp_path):
+    register_coders()
+    relations = [(e.chunk.chunk_id, e.embedding) for e in _embedded(40, seed=5)]
+    communities = [(e.chunk.chunk_id, e.embedding) for e in _embedded(25, seed=6)]
+    paths = {name: str(tmp_path / f"{name}.usearch") for name in ("relations", "communities")}
+    alone = {name: str(tmp_path / f"{name}-alone.usearch") for name in paths}
+    with TestPipeline() as p:
+        surfaces = {
+            name: p | f"Create{name}" >> beam.Create([keys_and_vectors(rows, 16)])
+            for name, rows in (("relations", relations), ("communities", communities))
+        }
+        written = surfaces | BuildAnnIndexes(paths, dimension=16, config=AnnConfig())
+        assert_that(written, equal_to([(paths["relations"], 40), (paths["communities"], 25)]))
+        for name, rows in (("relations", relations), ("communities", communities)):
+            _ = (
+                p
+                | f"Alone{name}" >> beam.Create(rows)
+                | f"Build{name}" >> BuildAnnIndex(alone[name], dimension=16, config=AnnConfig())
+            )
+    for name in paths:
+        assert Path(paths[name]).read_bytes() == Path(alone[name]).read_bytes()
+    index = Index.restore(paths["communities"], view=True)
+    top = index.search(np.asarray(communities[3][1], dtype=np.float32), 1)
+    assert int(top.keys[0]) == ann_key(communities[3][0])
+
+
+def test_a_surface_without_rows_gets_an_empty_index(tmp_path):
+    paths = {name: str(tmp_path / f"{name}.usearch") for name in ("relations", "communities")}
+    rows = [(e.chunk.chunk_id, e.embedding) for e in _embedded(10)]
+    with TestPipeline() as p:
+        surfaces = {
+            "relations": p | "Some" >> beam.Create([keys_and_vectors(rows, 16)]),
+            "communities": p | "None" >> beam.Create([]),
+        }
+        _ = surfaces | BuildAnnIndexes(paths, dimension=16, config=AnnConfig())
+    assert len(Index.restore(paths["relations"], view=True)) == 10
+    assert len(Index.restore(paths["communities"], view=True)) == 0
+
+
+def test_indexes_need_their_inputs_to_match_their_paths(tmp_path):
+    with pytest.raises(ValueError, match="at least one"):
+        BuildAnnIndexes({}, dimension=16, config=AnnConfig())
+    build = BuildAnnIndexes({"a": str(tmp_path / "a")}, dimension=16, config=AnnConfig())
+    with pytest.raises(ValueError, match="do not match"), TestPipeline() as p:
+        _ = {"b": p | beam.Create([1])} | build
 
 
 def _with_classes(embedded: list[EmbeddedChunk], classes: list[str]) -> list[EmbeddedChunk]:
