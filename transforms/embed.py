@@ -139,7 +139,7 @@ def _join(item: tuple[str, dict[str, list[Any]]]) -> Iterator[Any]:
     errors = grouped.get("errors") or [("embedding_failed", f"no embedding for text {key[:12]}")]
     for chunk in grouped["chunks"]:
         if vectors:
-            yield EmbeddedChunk(chunk=chunk, embedding=[float(x) for x in vectors[0]])
+            yield EmbeddedChunk(chunk=chunk, embedding=np.asarray(vectors[0], np.float32).tolist())
         else:
             error_type, message = errors[0]
             yield beam.pvalue.TaggedOutput(
@@ -164,7 +164,7 @@ def _split_known(item: tuple[str, dict[str, list[Any]]]) -> Iterator[Any]:
     if not grouped["texts"]:
         return
     if grouped["known"]:
-        yield beam.pvalue.TaggedOutput("known", (key, list(grouped["known"][0])))
+        yield beam.pvalue.TaggedOutput("known", (key, np.asarray(grouped["known"][0], np.float32)))
     else:
         yield key, grouped["texts"][0]
 
@@ -177,7 +177,8 @@ def _check_batching(batch_size: int, batch_chars: int) -> None:
 
 
 class EmbedTexts(beam.PTransform):
-    """``PCollection[str]`` -> ``{good: (text_key, vector), bad: (text_key, (type, message))}``.
+    """``PCollection[str]`` -> ``{good: (text_key, float32 vector), bad: (text_key, (type,
+    message))}``.
 
     Each distinct text is embedded once; texts whose vector is in ``known``
     (``(text_key, vector)`` pairs, e.g. read back from a parent bundle) are not
@@ -239,8 +240,10 @@ class EmbedTexts(beam.PTransform):
         inferred, dlq = (
             batches | "EmbedTexts" >> RunInference(self._handler).with_exception_handling()
         )
+        # float32 arrays, not lists of Python floats: Beam pickles an array in one piece
+        # where it would encode a list float by float, and every consumer stacks them.
         vectors = inferred | "ToVector" >> beam.Map(
-            lambda r: (r.example, np.asarray(r.inference, dtype=np.float32).tolist())
+            lambda r: (r.example, np.asarray(r.inference, dtype=np.float32))
         )
         if reused is not None:
             vectors = (vectors, reused) | "WithKnown" >> beam.Flatten()

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import apache_beam as beam
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
@@ -60,8 +61,17 @@ def vector_rows_table(
     for record, vector in pairs:
         if vector is not None and len(vector) != dimension:
             raise ValueError(f"{row_id(record)}: vector of {len(vector)} values, want {dimension}")
-    vectors = pa.array(
-        [list(v) if v is not None else None for _, v in pairs], type=full.field("embedding").type
+    # Built from one float32 buffer, not from a Python list per row (35k vectors on SciFact).
+    missing = np.array([vector is None for _, vector in pairs], dtype=bool)
+    sizes = np.where(missing, 0, dimension)
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32)
+    present = [np.asarray(vector, dtype=np.float32) for _, vector in pairs if vector is not None]
+    flat = np.concatenate(present) if present else np.zeros(0, dtype=np.float32)
+    vectors = pa.ListArray.from_arrays(
+        pa.array(offsets),
+        pa.array(flat, type=pa.float32()),
+        type=full.field("embedding").type,
+        mask=pa.array(missing),
     )
     return pa.Table.from_arrays([*base.columns, keys, vectors], schema=full)
 

@@ -26,7 +26,13 @@ from transforms.ann import (
     build_index,
     keys_and_vectors,
 )
-from transforms.write import WriteTable, WriteTables, chunk_rows_table, records_table
+from transforms.write import (
+    WriteTable,
+    WriteTables,
+    chunk_rows_table,
+    records_table,
+    vector_rows_table,
+)
 
 
 def _embedded(n: int, dim: int = 16, seed: int = 3) -> list[EmbeddedChunk]:
@@ -92,6 +98,26 @@ def test_write_table_sorts_rows_so_bytes_do_not_depend_on_arrival_order(tmp_path
     assert table.column("ann_key").to_pylist() == [
         ann_key(c) for c in table["chunk_id"].to_pylist()
     ]
+
+
+def test_vector_rows_keep_each_vector_exactly_and_missing_ones_null():
+    ids = [chunk_id("doc", i, f"row {i}") for i in range(4)]
+    rows = [DeadLetter("embed", rid, "", "") for rid in ids]
+    rng = np.random.default_rng(1)
+    vectors = rng.standard_normal((4, 3)).astype(np.float32)
+    given = [vectors[0], None, vectors[2].tolist(), vectors[3]]  # arrays or lists
+    table = vector_rows_table(
+        list(zip(rows, given, strict=True)), DEAD_LETTER_SCHEMA, 3, row_id=lambda d: d.record_id
+    )
+    column = table.column("embedding").to_pylist()
+    assert column[1] is None
+    for i in (0, 2, 3):
+        np.testing.assert_array_equal(np.asarray(column[i], dtype=np.float32), vectors[i])
+    assert table.column("ann_key").to_pylist() == [ann_key(rid) for rid in ids]
+    with pytest.raises(ValueError, match="want 3"):
+        vector_rows_table(
+            [(rows[0], [1.0, 2.0])], DEAD_LETTER_SCHEMA, 3, row_id=lambda d: d.record_id
+        )
 
 
 def test_hnsw_recall_against_exact_search():
