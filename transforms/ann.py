@@ -75,13 +75,16 @@ def keys_and_vectors(embedded: Sequence[Any], dimension: int) -> tuple[np.ndarra
     return keys, vectors.reshape(len(pairs), dimension)
 
 
-def save_index(index: Any, path: str) -> None:
-    """Write a built index to ``path`` on any Beam filesystem (local, GCS, S3)."""
+def save_index(index: Any, path: str) -> tuple[str, int]:
+    """Write a built index to ``path`` on any Beam filesystem (local, GCS, S3);
+    returns ``(path, vector count)``, what the index-building steps emit."""
     with tempfile.TemporaryDirectory() as scratch:
         local = os.path.join(scratch, "index.usearch")
         index.save(local)
         with open(local, "rb") as src, FileSystems.create(path) as dst:
             shutil.copyfileobj(src, dst)
+    logger.info("wrote ANN index of %d vectors to %s", len(index), path)
+    return path, len(index)
 
 
 class _BuildIndexFn(beam.DoFn):
@@ -92,9 +95,7 @@ class _BuildIndexFn(beam.DoFn):
 
     def process(self, embedded: list[Any]) -> Any:
         keys, vectors = keys_and_vectors(embedded, self._dimension)
-        save_index(build_index(keys, vectors, config=self._config), self._path)
-        logger.info("wrote ANN index of %d vectors to %s", len(keys), self._path)
-        yield self._path, len(keys)
+        yield save_index(build_index(keys, vectors, config=self._config), self._path)
 
 
 class BuildAnnIndex(beam.PTransform):
@@ -140,10 +141,7 @@ class _BuildIndexesFn(beam.DoFn):
                 for name, (keys, vectors) in surfaces.items()
             }
             for name, future in built.items():
-                path, n = self._paths[name], len(surfaces[name][0])
-                save_index(future.result(), path)
-                logger.info("wrote ANN index of %d vectors to %s", n, path)
-                yield path, n
+                yield save_index(future.result(), self._paths[name])
 
 
 class BuildAnnIndexes(beam.PTransform):
