@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 
 from evidex import __version__, storage
 from evidex.config import BuildConfig
+from evidex.npy import header_dtype
 from schemas.manifest import SCHEMA_VERSION, FileEntry, IndexInfo, Manifest, ModelFingerprint
 
 DEFAULT_ROOT = ".evidex"
@@ -366,12 +367,8 @@ def _check_artifact(path: str, rel: str) -> None:
 
 def _npy_dtype(full: str, rel: str) -> np.dtype:
     """dtype from a ``.npy`` header, without reading (or unpickling) the array."""
-    fmt = np.lib.format
     try:
-        with open(full, "rb") as handle:
-            version = fmt.read_magic(handle)
-            read = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
-            return read(handle)[2]
+        return header_dtype(full)
     except (OSError, ValueError) as exc:
         raise BundleIntegrityError(f"bundle file {rel} has no readable .npy header: {exc}") from exc
 

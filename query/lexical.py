@@ -7,6 +7,7 @@ import numpy as np
 
 from evidex.config import LexicalConfig
 from evidex.lexical import LexicalTokenizer
+from evidex.npy import HEADER_LOCK
 
 
 class LexicalIndex:
@@ -29,7 +30,8 @@ class LexicalIndex:
 
         if not os.path.isdir(directory):
             raise FileNotFoundError(f"bundle has no lexical index at {directory}")
-        index = bm25s.BM25.load(directory, mmap=True, load_corpus=False, show_progress=False)
+        with HEADER_LOCK:  # bm25s reads .npy headers (see evidex.npy)
+            index = bm25s.BM25.load(directory, mmap=True, load_corpus=False, show_progress=False)
         return cls(index, LexicalTokenizer(config), rows)
 
     def scores(self, query: str) -> np.ndarray:
