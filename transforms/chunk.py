@@ -22,7 +22,7 @@ from apache_beam.utils.shared import Shared
 from evidex.config import ChunkConfig
 from schemas import Chunk, DeadLetter, Document, chunk_id
 from transforms.progress import Progress
-from transforms.spans import Span, chunk_spans, heading_paths, page_range
+from transforms.spans import Span, chunk_spans, heading_paths, markup_of, page_range
 from transforms.tags import BAD, GOOD, typed
 
 logger = logging.getLogger(__name__)
@@ -84,6 +84,7 @@ def chunk_document(
     Args:
         embed: unit-norm sentence vectors, used only when ``config.semantic``.
     """
+    markup = markup_of(doc.source_uri)
     spans = chunk_spans(
         doc.text,
         count_tokens=count_tokens,
@@ -92,9 +93,10 @@ def chunk_document(
         embed=embed if config.semantic else None,
         min_tokens=config.min_tokens,
         percentile=config.breakpoint_percentile,
+        markup=markup,
     )
     chunks = []
-    paths = heading_paths(doc.text, [start for start, _ in spans])
+    paths = heading_paths(doc.text, [start for start, _ in spans], markup=markup)
     pages = document_pages(doc)
     for index, (start, end) in enumerate(spans):
         text = doc.text[start:end]

@@ -61,10 +61,14 @@ def html_to_text(data: bytes) -> tuple[str, str]:
         title_tag.decompose()
     body = soup.body or soup
     kept = _keep_structured_blocks(body)
+    found_headings: list[str] = []
     for level in range(1, 7):
         for heading in body.find_all(f"h{level}"):
-            text = heading.get_text(" ", strip=True)
-            heading.replace_with(f"\n\n{'#' * level} {text}\n\n")
+            text = " ".join(heading.get_text(" ", strip=True).split())
+            key = f"evidexheading{len(found_headings)}x"
+            found_headings.append(text)
+            kept[key] = f"{'#' * level} {text}" if text else ""
+            heading.replace_with(f"\n\n{key}\n\n")
     for block in body.find_all(list(_BLOCKS)):
         block.insert_before("\n\n")
         block.insert_after("\n\n")
@@ -78,16 +82,23 @@ def html_to_text(data: bytes) -> tuple[str, str]:
             current = []
     if current:
         paragraphs.append(" ".join(current))
-    text = "\n\n".join(kept.get(p, p) for p in paragraphs)
+    # Only heading elements become "#" lines: a paragraph of text that happens to start
+    # with "#" is indented by one space, which no heading rule reads as a heading.
+    text = "\n\n".join(
+        kept[p] if p in kept else (f" {p}" if p.startswith("#") else p)
+        for p in paragraphs
+        if kept.get(p, p)
+    )
     if not text.strip():
         raise IngestError("empty", "HTML page has no readable text")
     if not title:
-        title = next((p.lstrip("# ") for p in paragraphs if p.startswith("#")), "")
+        title = next((h for h in found_headings if h), "")
     return title, text
 
 
 def _keep_structured_blocks(body: Any) -> dict[str, str]:
-    """Replace ``<pre>`` and ``<table>`` with one-word marker paragraphs; return their text.
+    """Replace ``<pre>``, multi-line ``<code>`` and ``<table>`` with one-word marker
+    paragraphs; return their text.
 
     Code becomes a fenced block with its line breaks; a table becomes ``| a | b |``
     rows, so the chunker keeps both whole (see :func:`transforms.spans.blocks`).
@@ -104,11 +115,17 @@ def _keep_structured_blocks(body: Any) -> dict[str, str]:
         key = f"evidextable{i}x"
         kept[key] = "\n".join(rows)
         table.replace_with(f"\n\n{key}\n\n" if rows else "\n\n")
-    for i, pre in enumerate(body.find_all("pre")):
-        lines = [line.rstrip() for line in pre.get_text().strip("\n").split("\n")]
+    # Code: every <pre>, and a <code> outside one that holds several lines.
+    code = [
+        c
+        for c in body.find_all(["pre", "code"])
+        if c.name == "pre" or (c.find_parent("pre") is None and "\n" in c.get_text().strip())
+    ]
+    for i, element in enumerate(code):
+        lines = [line.rstrip() for line in element.get_text().strip("\n").split("\n")]
         key = f"evidexcode{i}x"
         kept[key] = "```\n" + "\n".join(lines).replace("```", "` ` `") + "\n```"
-        pre.replace_with(f"\n\n{key}\n\n" if any(lines) else "\n\n")
+        element.replace_with(f"\n\n{key}\n\n" if any(lines) else "\n\n")
     return kept
 
 

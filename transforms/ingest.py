@@ -23,6 +23,7 @@ from schemas import DeadLetter, Document, normalize_text, revision_of
 from transforms.formats import HTML_SUFFIXES, PDF_SUFFIXES, html_to_text, pdf_to_text
 from transforms.ingest_errors import IngestError
 from transforms.sidecar import split_front_matter
+from transforms.spans import headings, markup_of
 from transforms.tags import BAD, GOOD, typed
 
 logger = logging.getLogger(__name__)
@@ -105,12 +106,10 @@ def make_document(
     )
 
 
-def _title_of(text: str, fallback: str) -> str:
-    for line in text.splitlines():
-        stripped = line.strip().lstrip("#").strip()
-        if stripped:
-            return stripped[:200]
-    return fallback
+def _title_of(text: str, fallback: str, *, markup: str) -> str:
+    """The first real heading of ``text`` (never a line inside code), else ``fallback``."""
+    found = headings(text, markup=markup)
+    return next((title[:200] for _, _, title in found if title), fallback)
 
 
 def _merged(
@@ -252,7 +251,7 @@ class _ParseFileFn(beam.DoFn):
             (declared or {}).get("title")
             or front.get("title")
             or found_title
-            or _title_of(body, source_id)
+            or _title_of(body, source_id, markup=markup_of(lower))
         )
         return make_document(
             doc_id=source_id,

@@ -4,7 +4,8 @@ Every function returns half-open ``(start, end)`` character offsets into the
 text it was given, trimmed of surrounding whitespace, so that
 ``text[start:end]`` is exactly what a chunk quotes.
 
-Structure: Markdown headings start sections, and no chunk crosses a heading;
+Structure: headings (Markdown ``#`` lines outside code, setext underlines) start
+sections, and no chunk crosses a heading;
 fenced code blocks, tables (``|`` rows), lists and paragraphs are blocks, kept
 whole when they fit the model window. Inside a section, chunks are packed up to a
 target size; with sentence vectors, a chunk also ends where the similarity of
@@ -158,22 +159,55 @@ _TABLE_ROW = re.compile(r"[ \t]*\|")
 _LIST_ITEM = re.compile(r"[ \t]*(?:[-*+]|\d+[.)])[ \t]+\S")
 _LINE_ITEM = re.compile(r"\n(?=[ \t]*(?:[-*+]|\d+[.)])[ \t])")
 _LINE = re.compile(r"\n")
+# A setext underline: Markdown's = and - lines; plain text and reStructuredText use more.
+_UNDERLINE = {
+    "markdown": re.compile(r"[ ]{0,3}(=+|-+)[ \t]*"),
+    "plain": re.compile(r"[ ]{0,3}(=+|-+|~+|\^+|\*+|\++|#+)[ \t]*"),
+}
+_MAX_HEADING_CHARS = 120
+
+MARKDOWN = "markdown"
+PLAIN = "plain"
+_PLAIN_SUFFIXES = (".txt", ".text", ".rst", ".pdf")
 
 
-def blocks(text: str) -> list[Block]:
+def markup_of(source_uri: str) -> str:
+    """How a document's text marks headings: ``plain`` for text files, reStructuredText
+    and PDFs (setext underlines only, so a ``# comment`` line is not a heading), else
+    ``markdown`` (Markdown, HTML converted by evidex, JSONL records, the embedded corpus).
+    """
+    return PLAIN if source_uri.lower().endswith(_PLAIN_SUFFIXES) else MARKDOWN
+
+
+def _is_underline(line: str, title: str, markup: str) -> bool:
+    match = _UNDERLINE[markup].fullmatch(line)
+    if match is None or len(title.strip()) > _MAX_HEADING_CHARS:
+        return False
+    length = len(match.group(1))
+    # Plain text also draws rules under prose; its underlines run about as long as the title.
+    return length >= 3 and (markup == MARKDOWN or length >= len(title.strip()) // 2)
+
+
+def blocks(text: str, *, markup: str = MARKDOWN) -> list[Block]:
     """Headings, fenced code, tables, lists and paragraphs of ``text``, in order.
 
-    A fence left open runs to the end of the text; blank lines end every block but
-    code. Each span is trimmed of surrounding whitespace.
+    Headings are Markdown ``#`` lines (``markup="markdown"`` only) and setext headings
+    (one line of text underlined with ``===`` or ``---``; in plain text also ``~``,
+    ``^``, ``*``, ``+`` or ``#``), never lines inside fenced code. A fence left open runs
+    to the end of the text; blank lines end every block but code. Each span is
+    trimmed of surrounding whitespace; a setext heading's span holds both lines.
 
     Example:
         >>> [b.kind for b in blocks("# T\n\nSome text.\n\n| a | b |\n|---|---|")]
         ['heading', 'paragraph', 'table']
     """
+    if markup not in _UNDERLINE:
+        raise ValueError(f"markup must be {MARKDOWN!r} or {PLAIN!r}, got {markup!r}")
     found: list[Block] = []
     kind: str | None = None
     start = 0
     fence = ""
+    previous = (0, "")  # the last line's start and text
 
     def close(end: int) -> None:
         nonlocal kind
@@ -187,6 +221,8 @@ def blocks(text: str) -> list[Block]:
     for line in text.split("\n"):
         line_start, offset = offset, offset + len(line) + 1
         line_end = line_start + len(line)
+        last_start, last_line = previous
+        previous = (line_start, line)
         if kind == "code":
             marker = _FENCE.match(line)
             if marker and marker.group(1)[0] == fence[0] and len(marker.group(1)) >= len(fence):
@@ -195,11 +231,15 @@ def blocks(text: str) -> list[Block]:
         if not line.strip():
             close(line_start)
             continue
+        if kind == "paragraph" and start == last_start and _is_underline(line, last_line, markup):
+            kind = None  # the one-line paragraph above was the heading's text
+            found.append(Block("heading", _trimmed(text, start, line_end) or (0, 0)))
+            continue
         marker = _FENCE.match(line)
         if marker:
             close(line_start)
             kind, start, fence = "code", line_start, marker.group(1)
-        elif _HEADING_LINE.match(line):
+        elif markup == MARKDOWN and _HEADING_LINE.match(line):
             close(line_start)
             found.append(Block("heading", _trimmed(text, line_start, line_end) or (0, 0)))
         elif _TABLE_ROW.match(line):
@@ -214,6 +254,28 @@ def blocks(text: str) -> list[Block]:
             close(line_start)
             kind, start = "paragraph", line_start
     close(len(text))
+    return found
+
+
+def headings(text: str, *, markup: str = MARKDOWN) -> list[tuple[int, int, str]]:
+    """``(offset, level, title)`` of every heading :func:`blocks` finds, in order.
+
+    Example:
+        >>> headings("Intro\n=====\n\n```\n# not a heading\n```\n\n## Usage")
+        [(0, 1, 'Intro'), (38, 2, 'Usage')]
+    """
+    found = []
+    for block in blocks(text, markup=markup):
+        if block.kind != "heading":
+            continue
+        first, _, underline = text[block.span[0] : block.span[1]].partition("\n")
+        if underline:  # setext: = is level 1, - level 2, any other underline level 3
+            mark = underline.strip()[0]
+            level, title = {"=": 1, "-": 2}.get(mark, 3), first.strip()
+        else:
+            hashes = len(first) - len(first.lstrip("#"))
+            level, title = hashes, first[hashes:].strip().rstrip("#").strip()
+        found.append((block.span[0], level, " ".join(title.split())))
     return found
 
 
@@ -301,6 +363,7 @@ def chunk_spans(
     embed: Callable[[list[str]], np.ndarray] | None = None,
     min_tokens: int = 0,
     percentile: float = 90.0,
+    markup: str = MARKDOWN,
 ) -> list[Span]:
     """Section-bounded, block-aware spans within the model window.
 
@@ -314,6 +377,7 @@ def chunk_spans(
             Only the units of such sections are embedded, all in one call.
         min_tokens: the least a chunk holds before a semantic break.
         percentile: which similarity drops count as breaks.
+        markup: how the text marks headings (see :func:`markup_of`).
 
     Returns:
         Non-overlapping spans in order, none crossing a heading, each within
@@ -321,7 +385,7 @@ def chunk_spans(
     """
     target = min(target_tokens, max_tokens)
     per_section: list[list[Unit]] = []
-    for section in sections(blocks(text)):
+    for section in sections(blocks(text, markup=markup)):
         units: list[Unit] = []
         for block in section:
             units.extend(_units_of_block(text, block, count_tokens, target, max_tokens))
@@ -367,21 +431,20 @@ def page_range(pages: Sequence[Span], start: int, end: int) -> tuple[int | None,
     return (hit[0], hit[-1]) if hit else (None, None)
 
 
-_HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
-
-
-def heading_paths(text: str, starts: Sequence[int]) -> list[str]:
-    """The Markdown heading path in force at each offset in ``starts`` (ascending).
+def heading_paths(text: str, starts: Sequence[int], *, markup: str = MARKDOWN) -> list[str]:
+    """The heading path in force at each offset in ``starts`` (ascending).
 
     Example:
         >>> heading_paths("# A\n\n## B\n\nx", [9])
         ['A > B']
     """
-    headings = [(m.start(), len(m.group(1)), m.group(2).strip()) for m in _HEADING.finditer(text)]
-    paths, stack, i = [], [], 0
+    found = headings(text, markup=markup)
+    paths: list[str] = []
+    stack: list[tuple[int, str]] = []
+    i = 0
     for offset in starts:
-        while i < len(headings) and headings[i][0] <= offset:
-            _, level, title = headings[i]
+        while i < len(found) and found[i][0] <= offset:
+            _, level, title = found[i]
             stack = [(lvl, t) for lvl, t in stack if lvl < level] + [(level, title)]
             i += 1
         paths.append(" > ".join(t for _, t in stack))

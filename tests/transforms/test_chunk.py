@@ -213,3 +213,23 @@ def test_the_chunk_transform_cuts_semantically_when_configured(model_path, token
     result.wait_until_finish()
     counters = result.metrics().query(MetricsFilter().with_name("sentences_embedded"))["counters"]
     assert sum(c.committed for c in counters) == 6  # each sentence of the one oversize section
+
+
+def test_a_text_files_hash_comment_is_no_heading_but_markdowns_hash_line_is(token_counter):
+    text = (
+        "Configuration\n=============\n\n"
+        + "The parser reads one option per line of the file. " * 3
+        + "\n\n# sign (unless quoted) and extend to the end of the line\n\n"
+        + "Every later paragraph still belongs to the configuration section. " * 3
+    )
+    config = ChunkConfig(target_tokens=30)
+    plain = chunk_document(
+        _doc("notes.txt", text), count_tokens=token_counter, config=config, max_tokens=254
+    )
+    assert len(plain) > 1
+    assert {c.heading_path for c in plain} == {"Configuration"}
+    md = chunk_document(
+        _doc("notes.md", text), count_tokens=token_counter, config=config, max_tokens=254
+    )
+    # In Markdown the "#" line is a level-1 heading: it replaces the setext one.
+    assert md[-1].heading_path == "sign (unless quoted) and extend to the end of the line"

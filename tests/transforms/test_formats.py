@@ -97,7 +97,8 @@ def test_read_documents_handles_html_and_pdf(tmp_path):
         out = p | ReadDocuments(pattern, root=root, config=IngestConfig())
         assert_that(
             out[GOOD] | beam.Map(lambda d: (d.doc_id, d.title, '"pages"' in d.metadata_json)),
-            equal_to([("page.html", "Transfer limits", False), ("doc.pdf", "Alpha page", True)]),
+            # A PDF without a title in its metadata has no heading either: its file name.
+            equal_to([("page.html", "Transfer limits", False), ("doc.pdf", "doc.pdf", True)]),
             label="docs",
         )
         assert_that(
@@ -119,3 +120,46 @@ def test_html_code_and_tables_stay_structured_blocks():
     assert "| plan | limit |\n| UPI Lite | 500 |" in text
     assert "```\ndef f():\n    return 1\n\nx = f()\n```" in text
     assert [b.kind for b in blocks(text)] == ["heading", "paragraph", "table", "code", "paragraph"]
+
+
+def test_html_code_and_hash_paragraphs_never_become_headings():
+    from transforms.spans import heading_paths
+
+    page = b"""<html><head></head><body><h2>Porting notes</h2>
+<pre>#  define SET_BINARY_MODE(file)
+int main(void);</pre><p># not a heading either</p>
+<div><code>#!/bin/sh
+# a shell comment
+exit 0</code></div><p>Closing words.</p></body></html>"""
+    title, text = html_to_text(page)
+    assert title == "Porting notes"  # no <title>: the first real heading
+    starts = [text.index("Closing"), text.index("# not")]
+    assert heading_paths(text, starts) == ["Porting notes", "Porting notes"]
+    assert "#  define SET_BINARY_MODE(file)\nint main(void);" in text  # code kept verbatim
+    assert "# a shell comment\nexit 0" in text
+
+
+def test_titles_come_from_real_headings_then_the_file_name(tmp_path):
+    register_coders()
+    files = {
+        "myst.md": "(SSL Certificate Verification)=\n\n# Verifying certificates\n\nText.",
+        "draft.txt": "<DRAFT!>\n\nA plain text file.\n",
+        "notes.txt": "Release notes\n=============\n\nFixed things.\n",
+        "code.md": "```\n# not a title\n```\n\nNo heading at all.\n",
+    }
+    write_corpus(tmp_path, files)
+    pattern, root = pattern_and_root(str(tmp_path))
+    with TestPipeline() as p:
+        read = p | ReadDocuments(pattern, root=root, config=IngestConfig())
+        titles = read[GOOD] | beam.Map(lambda d: (d.doc_id, d.title))
+        assert_that(
+            titles,
+            equal_to(
+                [
+                    ("myst.md", "Verifying certificates"),
+                    ("draft.txt", "draft.txt"),
+                    ("notes.txt", "Release notes"),
+                    ("code.md", "code.md"),
+                ]
+            ),
+        )

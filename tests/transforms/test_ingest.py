@@ -92,7 +92,7 @@ def test_read_documents_sends_every_bad_input_to_dead_letters(tmp_path):
                     ),
                     (
                         "sub/other.txt",
-                        "Second document.",
+                        "sub/other.txt",  # no heading in it: the file name
                         "Second document.",
                         revision_of("Second document."),
                     ),

@@ -203,3 +203,37 @@ def test_page_range_maps_a_span_to_the_pages_it_touches():
     assert page_range(pages, 5, 33) == (1, 3)
     assert page_range(pages, 10, 12) == (None, None)
     assert page_range([], 0, 5) == (None, None)
+
+
+def test_code_is_never_read_as_a_heading():
+    from transforms.spans import heading_paths
+
+    text = (
+        "# Porting\n\nSet binary mode:\n\n```\n#  define SET_BINARY_MODE(file)\n```\n\n"
+        "After the code.\n"
+    )
+    after = text.index("After")
+    assert heading_paths(text, [after]) == ["Porting"]
+    indented = "# Shell\n\n    # a comment in indented code\n\nProse.\n"
+    assert heading_paths(indented, [indented.index("Prose")]) == ["Shell"]
+
+
+def test_plain_text_headings_are_setext_underlines_not_hash_lines():
+    from transforms.spans import PLAIN, blocks, heading_paths, headings, markup_of
+
+    text = (
+        "Usage\n=====\n\nRun it.\n\n# sign (unless quoted) and extend to the end\n\n"
+        "Options\n-------\n\n--all  every file.\n\nA rule under prose\n---\n"
+    )
+    assert markup_of("docs/README.txt") == PLAIN and markup_of("a/b.md") == "markdown"
+    assert [(level, title) for _, level, title in headings(text, markup=PLAIN)] == [
+        (1, "Usage"),
+        (2, "Options"),
+    ]  # the last underline is far shorter than its line: a rule, not a heading
+    starts = [text.index("Run it"), text.index("# sign"), text.index("--all")]
+    assert heading_paths(text, starts, markup=PLAIN) == ["Usage", "Usage", "Usage > Options"]
+    kinds = [b.kind for b in blocks(text, markup=PLAIN)]
+    assert kinds.count("heading") == 2
+    # A Markdown file reads the same setext headings, and "#" lines as headings too.
+    md = "Title\n=====\n\nText.\n\n## Part\n\nMore.\n"
+    assert heading_paths(md, [md.index("More")]) == ["Title > Part"]
