@@ -157,7 +157,9 @@ def _similar(pairs: list[tuple[str, str]], embed: Embed | None, threshold: float
 
 
 def _entity(members: list[MentionRef], classes: Counter) -> Entity:
-    surfaces = Counter(m.text for m in members)
+    # Names and aliases are whitespace-normalized: a mention's exact text may hold a
+    # line break and indentation; its span, not the name, is what quotes it.
+    surfaces = Counter(" ".join(m.text.split()) for m in members)
     aliases = sorted(surfaces.items(), key=lambda kv: (-kv[1], -len(kv[0]), kv[0]))
     name = aliases[0][0]
     label = sorted(Counter(m.label for m in members).items(), key=lambda kv: (-kv[1], kv[0]))[0][0]

@@ -100,13 +100,56 @@ def _lemma_function(lemmatize: Lemmatize | None) -> Lemma:
 
 
 def _trimmed(span: Any) -> tuple[int, int] | None:
-    """Token range of ``span`` without leading determiners/pronouns/punctuation."""
+    """Token range of ``span`` without leading determiners/pronouns/punctuation, and
+    without whitespace tokens at either end (spaCy puts a line break's indentation in
+    the entity that precedes it)."""
     start, end = span.start, span.end
-    while start < end and span.doc[start].pos_ in _STRIP_LEAD:
+    while start < end and (span.doc[start].pos_ in _STRIP_LEAD or span.doc[start].is_space):
         start += 1
-    while end > start and span.doc[end - 1].pos_ == "PUNCT":
+    while end > start and (span.doc[end - 1].pos_ == "PUNCT" or span.doc[end - 1].is_space):
         end -= 1
     return (start, end) if start < end else None
+
+
+# Technical names are their own kinds: spaCy's news-trained labels read "get-pip.py" as
+# a person or a nationality. Each pattern must match the mention's whole text.
+_URL = re.compile(r"(?:[a-z][a-z0-9+.-]*://|www\.)\S+", re.I)
+_FILE_EXTENSIONS = (
+    "py|pyi|ipynb|txt|md|rst|html?|xml|json|jsonl|ya?ml|toml|cfg|ini|conf|c|h|cc|cpp|hpp|"
+    "js|ts|java|go|rs|rb|pl|sh|bash|sql|csv|tsv|log|pdf|gz|tgz|bz2|xz|zip|tar|deb|rpm|"
+    "so|dll|exe|whl|lock|css|png|jpe?g|svg"
+)
+_PATH = re.compile(
+    r"(?:~|\.{1,2})?/(?:[\w.+-]+/)*[\w.+-]+/?"  # /etc/ssh, ~/notes, ./configure
+    r"|[\w.+-]+(?:/[\w.+-]+){2,}/?"  # a/b/c (one slash is too often "and/or", "TCP/IP")
+    rf"|(?:[\w.+-]+/)*[\w+-][\w.+-]*\.(?:{_FILE_EXTENSIONS})(?:\.\d+)*",  # get-pip.py
+    re.I,
+)
+_CODE = re.compile(
+    r"--?[A-Za-z][\w-]*(?:=\S*)?"  # an option: --flag, -v
+    r"|[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*\(\)"  # a call: name(), pkg.name()
+    r"|[A-Za-z_]\w+(?:\.[A-Za-z_]\w+)+"  # a dotted name: json.dumps (not E.coli)
+    r"|[A-Za-z]\w*_\w+"  # snake_case, CONSTANT_NAME
+    r"|[a-z]+(?:[A-Z][a-z0-9]+)+"  # camelCase
+)
+TECHNICAL_LABELS = ("URL", "PATH", "CODE")
+
+
+def technical_label(text: str) -> str | None:
+    """``URL``, ``PATH`` (a path or file name) or ``CODE`` (an identifier or option)
+    when the whole of ``text`` is one, else None.
+
+    Example:
+        >>> [technical_label(t) for t in ("get-pip.py", "json.dumps", "Black Sea")]
+        ['PATH', 'CODE', None]
+    """
+    stripped = text.strip()
+    if not stripped or any(ch.isspace() for ch in stripped):
+        return None
+    for label, pattern in (("URL", _URL), ("PATH", _PATH), ("CODE", _CODE)):
+        if pattern.fullmatch(stripped):
+            return label
+    return None
 
 
 def _salient(tokens: Any) -> bool:
@@ -136,11 +179,12 @@ def find_mentions(doc: Any, chunk: Chunk) -> tuple[list[Mention], list[int]]:
     mentions: list[Mention] = []
     owner = [-1] * len(doc)
     order = sorted(spans.items(), key=lambda kv: (kv[1] != NOUN_CHUNK, kv[0]))
-    for (start, end), label in order:
+    for (start, end), found in order:
         span = doc[start:end]
         norm = normalize_surface(span.text)
         if not norm:
             continue
+        label = technical_label(span.text) or found
         begin = chunk.start + span.start_char
         mentions.append(
             Mention(

