@@ -12,16 +12,35 @@ from typing import NamedTuple
 
 from query.anchors import find_anchors
 
+_MONTH = (
+    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
+    r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+)
+# A comparison needs two compared things or an explicit comparison word: "more" or
+# "better" alone ("there is no more input") compares nothing.
+_COMPARISON = re.compile(
+    r"\b(?:compare[sd]?|comparing|comparison|versus|vs\.?)(?!\w)"
+    r"|\b(?:difference|differences|differ|differs)\s+(?:between|from)\b"
+    r"|\bdifferent\s+from\b"
+    r"|\bbetween\s+\S+(?:\s+\S+){0,4}?\s+and\s+\S+"
+    r"|\bboth\s+\S+(?:\s+\S+){0,4}?\s+and\s+\S+"
+    r"|\bwhich\b[^?]*,\s*\S+(?:\s+\S+){0,4}?\s+or\s+\S+"
+    r"|\b(?:more|less|fewer|better|worse|\w{2,}er)\s+(?:\w+\s+){0,3}?than\s+(?!\d|a\b|an\b)\S+",
+    re.I,
+)
+# A temporal route needs a time expression: a year, a month and day, a date, or words
+# about the current state (spaCy's DATE entities add "last week" and the like).
+# "after installing" or "before the call" order steps; they name no time.
+_TEMPORAL = re.compile(
+    r"\b(?:current(?:ly)?|latest|nowadays|now|today|tonight|yesterday|tomorrow|"
+    r"as of|still|recent(?:ly)?|up[- ]to[- ]date)\b"
+    r"|\b(?:19|20)\d\d\b"
+    rf"|\b{_MONTH}\s+\d{{1,2}}\b|\b\d{{1,2}}\s+{_MONTH}\b"
+    r"|\b\d{4}-\d{2}-\d{2}\b",
+    re.I,
+)
 _RULES: tuple[tuple[str, str, re.Pattern[str]], ...] = (
-    (
-        "comparison",
-        "comparative wording",
-        re.compile(
-            r"\b(compare|comparison|differ(s|ence|ent)?|versus|vs\.?|better|worse|"
-            r"more|less|both|which (one|of))\b|\bthan\b",
-            re.I,
-        ),
-    ),
+    ("comparison", "compares named things", _COMPARISON),
     (
         "synthesis",
         "asks for an overview across sources",
@@ -31,15 +50,7 @@ _RULES: tuple[tuple[str, str, re.Pattern[str]], ...] = (
             re.I,
         ),
     ),
-    (
-        "temporal",
-        "asks about time or the current state",
-        re.compile(
-            r"\b(current(ly)?|latest|now|today|as of|still|recent(ly)?|"
-            r"(19|20)\d\d|since|until|before|after)\b",
-            re.I,
-        ),
-    ),
+    ("temporal", "names a time or asks about the current state", _TEMPORAL),
 )
 _OUT_OF_SCOPE = re.compile(r"^\s*(hi|hello|hey|thanks|thank you|bye|ok|okay)\W*$", re.I)
 _CONTENT_WORD = re.compile(r"[A-Za-z0-9]{3,}")

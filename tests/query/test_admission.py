@@ -129,3 +129,37 @@ def test_query_ner_runs_only_what_ner_needs(ner):
     # The small English pipeline's tok2vec feeds the tagger, not the NER: it is not run.
     assert ner._nlp.pipe_names == ["ner"]
     assert ("Black Sea", "LOC") in ner("Which river reaches the Black Sea?")
+
+
+# Questions from the real-document trial, asked as written: none compares or dates anything.
+TRIAL_QUESTIONS = (
+    "Which flush value tells zlib deflate that there is no more input?",
+    "Which command must an application run after installing its MIME package XML file?",
+    "Where should I report bugs in procps?",
+    "What does ffi_prep_cif return?",
+    "Is libtasn1 thread-safe?",
+)
+
+
+@pytest.mark.parametrize("question", TRIAL_QUESTIONS)
+def test_ordinary_words_route_no_comparison_or_time(question, ner):
+    for decision in (route(question), route(question, recognizer=ner)):
+        assert decision.operation not in ("comparison", "temporal"), decision.reasons
+
+
+@pytest.mark.parametrize(
+    ("question", "operation"),
+    [
+        ("What is the difference between a list and a tuple?", "comparison"),
+        ("Is gzip faster than bzip2?", "comparison"),
+        ("Which is faster, gzip or bzip2?", "comparison"),
+        ("How does asyncio differ from threading?", "comparison"),
+        ("gzip versus zstd for logs", "comparison"),
+        ("Does the server accept more than 10 connections?", "lookup"),
+        ("What changed in March 2020?", "temporal"),
+        ("Which hooks run before the commit?", "lookup"),
+        ("What is the latest stable release?", "temporal"),
+    ],
+)
+def test_comparison_needs_two_things_and_temporal_needs_a_time(question, operation):
+    assert route(question).operation == operation
