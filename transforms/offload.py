@@ -14,6 +14,7 @@ not retried: its part runs here, the helpers are shut down and the rest of the
 work stays in this process.
 """
 
+import importlib
 import logging
 import multiprocessing
 import os
@@ -44,6 +45,36 @@ def split(items: Sequence[Any], parts: int) -> list[list[Any]]:
             pieces.append(list(items[start:end]))
         start = end
     return pieces
+
+
+_IMPORT_NOISE = ("apitools not found",)
+
+
+class _DropImportNoise(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(_IMPORT_NOISE)
+
+
+def _initialize_helper(module: str, name: str, args: tuple[Any, ...]) -> None:
+    """Set up a spawned helper's logging, then import and run its real initializer.
+
+    A spawned process starts with no logging handlers, so the first module-level
+    ``logging.warning`` (Beam's note that optional GCP clients are absent, emitted on
+    import) would call ``basicConfig`` and print ``WARNING:root:...`` into the build's
+    output. This module imports no Beam, so the handler is in place before the
+    initializer's module (which may) is imported.
+    """
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("evidex: %(message)s"))
+    handler.addFilter(_DropImportNoise())
+    root = logging.getLogger()
+    if not root.handlers:
+        root.addHandler(handler)
+        root.setLevel(logging.WARNING)
+    target: Any = importlib.import_module(module)
+    for part in name.split("."):
+        target = getattr(target, part)
+    target(*args)
 
 
 class SplitRunner:
@@ -124,11 +155,12 @@ class SplitRunner:
 
     def _start(self) -> None:
         logger.info("starting %d helper process(es)", self._helpers)
+        target = (self._initializer.__module__, self._initializer.__qualname__)
         self._executor = ProcessPoolExecutor(
             max_workers=self._helpers,
             mp_context=multiprocessing.get_context("spawn"),
-            initializer=self._initializer,
-            initargs=self._initargs,
+            initializer=_initialize_helper,
+            initargs=(*target, self._initargs),
         )
         # Probes, one per helper: a probe returns only after the helper that took it has
         # run its initializer (with several helpers one may take two; that only delays).

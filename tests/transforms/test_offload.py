@@ -109,3 +109,23 @@ def test_work_runs_here_while_helpers_start_and_a_failed_start_stops_them(caplog
 def test_negative_helpers_are_refused():
     with pytest.raises(ValueError, match="zero or more"):
         SplitRunner(helpers=-1, remote=_tag, initializer=_remember_pid)
+
+
+def _import_beam_gcp_clients() -> None:
+    # Importing this module logs "apitools not found ..." through logging.warning when
+    # the optional GCP clients are absent, as in evidex's own installs.
+    import apache_beam.io.gcp.internal.clients.bigquery  # noqa: F401
+
+
+def test_helpers_do_not_print_beams_import_time_gcp_warning(capfd):
+    runner = SplitRunner(helpers=1, remote=_tag, initializer=_import_beam_gcp_clients)
+    try:
+        runner.run([1, 2], _tag)  # starts the helper, whose initializer imports Beam's client
+        assert runner.wait_ready(timeout=60)
+        results = runner.run(list(range(8)), _tag)
+        assert any(pid != str(os.getpid()) for _, pid, _ in results)  # it ran in the helper
+    finally:
+        runner.close()
+    err = capfd.readouterr().err
+    assert "apitools not found" not in err
+    assert "WARNING:root" not in err
