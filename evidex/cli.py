@@ -99,7 +99,7 @@ def _newest_bundle(root: str) -> str:
 
 
 def cmd_build(args: argparse.Namespace, beam_args: list[str]) -> int:
-    from pipelines.build_index import run
+    from pipelines.build_index import embedding_summary, run
 
     argv = [
         "--input",
@@ -122,7 +122,7 @@ def cmd_build(args: argparse.Namespace, beam_args: list[str]) -> int:
         argv.append("--delta=false")
     if args.metadata:
         argv += ["--metadata", args.metadata]
-    result = run(argv + beam_args)
+    result = run(argv + _pipeline_flags(args) + beam_args)
     m = result.manifest
     payload = {
         "bundle_id": result.bundle_id,
@@ -139,10 +139,44 @@ def cmd_build(args: argparse.Namespace, beam_args: list[str]) -> int:
         f"({delta.get('new', 0)} new, {delta.get('changed', 0)} changed, "
         f"{delta.get('unchanged', 0)} unchanged, {delta.get('deleted', 0)} deleted), "
         f"{m.row_counts['chunks']} chunks, {dead} dead letters, {result.seconds:.0f}s\n"
+        f"  {embedding_summary(m.row_counts['chunks'], delta)}\n"
         f"  {result.path}\n  next: evidex validate {result.bundle_id}"
     )
     _emit(payload, args.json, human)
     return 0
+
+
+def _pipeline_flags(args: argparse.Namespace) -> list[str]:
+    """The "pipeline options" group's values that differ from their defaults, as flags."""
+    from pipelines.options import add_build_arguments
+
+    table = argparse.ArgumentParser(add_help=False)
+    add_build_arguments(table, skip=_BUILD_OWN)
+    flags = []
+    for action in table._actions:
+        value = getattr(args, action.dest, action.default)
+        if value == action.default:
+            continue
+        name = action.option_strings[0]
+        if action.nargs == 0:
+            flags.append(name)
+        elif isinstance(value, bool):
+            flags.append(f"{name}={str(value).lower()}")
+        else:
+            flags.append(f"{name}={value}")
+    return flags
+
+
+def _check_passthrough(parser: argparse.ArgumentParser, command: str, extra: list[str]) -> None:
+    """Stop before any work when a flag passed on to the build is unknown (exit 2)."""
+    from pipelines.build_index import UnknownOptionError, check_options
+
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    own = [o for o in sub.choices[command]._option_string_actions if o.startswith("--")]
+    try:
+        check_options(extra, also_known=own)
+    except UnknownOptionError as exc:
+        sub.choices[command].error(str(exc))
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -176,7 +210,8 @@ def cmd_activate(args: argparse.Namespace) -> int:
     bundle_id = args.bundle or _newest_bundle(root)
     kwargs = {"expected_previous": args.expect or None} if args.expect is not None else {}
     event = activate(root, bundle_id, **kwargs)
-    _emit(event, args.json, f"active bundle: {bundle_id} (was {event['previous']})")
+    was = f"was {event['previous']}" if event["previous"] else "first activation"
+    _emit(event, args.json, f"active bundle: {bundle_id} ({was})")
     return 0
 
 
@@ -194,13 +229,20 @@ def cmd_rollback(args: argparse.Namespace) -> int:
 
 
 def cmd_gc(args: argparse.Namespace) -> int:
+    from evidex import staging
     from evidex.activation import gc
     from evidex.bundles import resolve_root
 
-    deleted = gc(resolve_root(args.root), keep=args.keep, dry_run=args.dry_run)
+    root = resolve_root(args.root)
+    deleted = [] if args.keep is None else gc(root, keep=args.keep, dry_run=args.dry_run)
+    stale = staging.collect(root, older_than_s=args.stale_minutes * 60, dry_run=args.dry_run)
     verb = "would delete" if args.dry_run else "deleted"
     human = f"{verb} {len(deleted)} bundle(s)" + "".join(f"\n  {b}" for b in deleted)
-    _emit({"deleted": deleted, "dry_run": args.dry_run}, args.json, human)
+    human += f"\n{verb} {len(stale)} stale staging folder(s)" + "".join(
+        f"\n  staging/{b}" for b in stale
+    )
+    payload = {"deleted": deleted, "staging_deleted": stale, "dry_run": args.dry_run}
+    _emit(payload, args.json, human)
     return 0
 
 
@@ -421,6 +463,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from evidex.config import DEFAULT_TARGET_TOKENS
+    from evidex.staging import DEFAULT_STALE_AFTER_S
 
     parser = argparse.ArgumentParser(
         prog="evidex", description=_DESCRIPTION, formatter_class=argparse.RawTextHelpFormatter
@@ -503,7 +546,7 @@ def build_parser() -> argparse.ArgumentParser:
         "all-supporting@k when DIR has questions.jsonl) and latency: a table, report.json and "
         "arms.png. Unknown --flags go to the Beam build.",
     )
-    p.add_argument("data", help="BEIR directory, e.g. ../shared/data/scifact")
+    p.add_argument("data", metavar="DIR", help="BEIR directory, e.g. ../shared/data/scifact")
     p.add_argument("--split", default="test", help="qrels split (default test)")
     p.add_argument("--limit", type=int, default=None, help="evaluate the first N queries only")
     p.add_argument("--out", default=None, help="output folder (default eval-results/<name>)")
@@ -532,11 +575,26 @@ def build_parser() -> argparse.ArgumentParser:
     _root_arg(p)
     p = sub.add_parser(
         "gc",
-        help="delete old bundles, keeping the newest N",
-        description="Delete all but the newest --keep bundles. Never deletes the "
-        "active bundle or its parent.",
+        help="delete old bundles and the staging folders of dead builds",
+        description="Delete all but the newest --keep bundles (never the active bundle or "
+        "its parent), and every staging folder that no running build holds: a build "
+        "refreshes a heartbeat beside its staging folder every few seconds, and a folder "
+        "whose heartbeat is older than --stale-minutes (or missing) is left over from a "
+        "build that failed or was killed.",
     )
-    p.add_argument("--keep", type=int, required=True, help="how many of the newest to keep")
+    p.add_argument(
+        "--keep",
+        type=int,
+        default=None,
+        help="how many of the newest bundles to keep (default: delete no bundle)",
+    )
+    p.add_argument(
+        "--stale-minutes",
+        dest="stale_minutes",
+        type=float,
+        default=DEFAULT_STALE_AFTER_S / 60,
+        help="a staging folder whose heartbeat is older than this is deleted (default %(default)g)",
+    )
     p.add_argument("--dry-run", action="store_true", help="list what would be deleted")
     _root_arg(p)
     _json_arg(p)
@@ -561,6 +619,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Build options the ``build`` subcommand spells itself (with dashes, above); the
+# pipeline's other options are listed under "pipeline options" in its --help.
+_BUILD_OWN = frozenset(
+    {
+        "input",
+        "root",
+        "model",
+        "target_tokens",
+        "max_bad_ratio",
+        "access_class",
+        "source_role",
+        "metadata",
+        "title_in_text",
+        "limit",
+    }
+)
+
+
 def _add_build(sub: Any) -> None:
     from evidex.config import (
         DEFAULT_ACCESS_CLASS,
@@ -569,6 +645,7 @@ def _add_build(sub: Any) -> None:
         DEFAULT_TARGET_TOKENS,
         STDLIB_CORPUS,
     )
+    from pipelines.options import add_build_arguments
 
     p = sub.add_parser(
         "build",
@@ -641,6 +718,13 @@ def _add_build(sub: Any) -> None:
     )
     _root_arg(p)
     _json_arg(p)
+    group = p.add_argument_group(
+        "pipeline options",
+        "Beam-style spellings (--name or --name=value). Any Beam pipeline option is accepted "
+        "as well (e.g. --runner, --direct_running_mode, --direct_num_workers); an option "
+        "that neither evidex nor Beam knows stops the build before any work.",
+    )
+    add_build_arguments(group, skip=_BUILD_OWN)
 
 
 def _add_query(sub: Any) -> None:
@@ -727,6 +811,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     if extra and args.command not in ("build", "eval", "stream"):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if extra:
+        _check_passthrough(parser, args.command, extra)
     _configure_logging(args.verbose, args.quiet or getattr(args, "json", False))
     handlers = {
         "validate": cmd_validate,

@@ -20,6 +20,7 @@ Object stores have no directories and no atomic rename of a directory, so:
   manifest is byte-identical (bundles are immutable).
 """
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -287,6 +288,22 @@ def delete_tree(directory: str) -> None:
             raise OSError(f"could not delete {len(failed)} objects, e.g. {next(iter(failed))}")
     elif files:
         _filesystems().delete(files)
+
+
+def delete_file(path: str) -> None:
+    """Delete one file (no error if it is absent)."""
+    if not is_remote(path):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+        return
+    if not exists(path):
+        return
+    if _is_s3(path):
+        failed = [error for _path, error in _s3io().delete_files([path]) if error]
+        if failed:
+            raise OSError(f"could not delete {path}: {failed[0]}")
+    else:
+        _filesystems().delete([path])
 
 
 def move_tree(source: str, target: str, *, last: str) -> None:

@@ -8,11 +8,13 @@ runner flag, e.g.::
 """
 
 import argparse
+import difflib
 import logging
 import os
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,14 +28,12 @@ from apache_beam.options.pipeline_options import (
     PipelineOptions,
     SetupOptions,
     StandardOptions,
+    _BeamArgumentParser,
 )
 
 from evidex import bundles, storage
 from evidex.activation import read_active
 from evidex.config import (
-    DEFAULT_MAX_BAD_RATIO,
-    DEFAULT_SPACY_PIPELINE,
-    DEFAULT_TARGET_TOKENS,
     STDLIB_CORPUS,
     AnnConfig,
     BuildConfig,
@@ -50,7 +50,9 @@ from evidex.models import (
     load_sentence_transformer,
     resolve_model,
 )
+from evidex.staging import discard, heartbeat
 from pipelines.knowledge import KNOWLEDGE_COUNTER, assemble_knowledge
+from pipelines.options import add_build_arguments
 from schemas import DEAD_LETTER_SCHEMA, DOCUMENT_SCHEMA, register_coders
 from schemas.manifest import Manifest, ModelFingerprint
 from transforms.ann import BuildAnnIndex, BuildAnnPartitions
@@ -75,126 +77,65 @@ class BuildFailedError(RuntimeError):
     """The build produced no bundle; the active bundle is untouched."""
 
 
-def _on_unless_false(value: str) -> bool:
-    """A boolean option that is on unless given as 0, false or no (``--delta=false``)."""
-    return value.lower() not in ("0", "false", "no")
-
-
 class EvidexBuildOptions(PipelineOptions):
     """Pipeline options of ``evidex build``, mapped onto :class:`BuildConfig`."""
 
     @classmethod
     def _add_argparse_args(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "--input",
-            default=STDLIB_CORPUS,
-            help="file, directory or glob of .txt/.md/.jsonl files (any Beam filesystem); "
-            "'stdlib:' (the default) builds the embedded Python-documentation corpus",
-        )
-        parser.add_argument(
-            "--root", default=None, help="bundle root (default $EVIDEX_HOME or ./.evidex)"
-        )
-        parser.add_argument(
-            "--model",
-            default=None,
-            help="sentence-transformers model name or local path "
-            "(default: the bundled all-MiniLM-L6-v2)",
-        )
-        parser.add_argument(
-            "--target_tokens",
-            type=int,
-            default=DEFAULT_TARGET_TOKENS,
-            help="preferred chunk size in model tokens",
-        )
-        parser.add_argument(
-            "--semantic_chunking",
-            action="store_true",
-            help="also end chunks where adjacent sentences' embeddings grow apart "
-            "(embeds the sentences of sections larger than --target_tokens: slower builds)",
-        )
-        parser.add_argument(
-            "--lexical_context",
-            type=int,
-            default=LexicalConfig().context_chunks,
-            help="BM25 scores each chunk together with this many neighbouring chunks of its "
-            "document on each side; hits still quote the chunk alone (default %(default)s; "
-            "0: the chunk alone)",
-        )
-        parser.add_argument(
-            "--ann_partition_min_rows",
-            type=int,
-            default=AnnConfig().partition_min_rows,
-            help="give each access class with more chunks than this its own HNSW file, "
-            "searched for callers restricted to some classes (default %(default)s; smaller "
-            "classes are searched exactly)",
-        )
-        parser.add_argument(
-            "--max_bad_ratio",
-            type=float,
-            default=DEFAULT_MAX_BAD_RATIO,
-            help="fail the build when dead letters exceed this share of inputs",
-        )
-        parser.add_argument(
-            "--max_document_bytes",
-            type=int,
-            default=IngestConfig().max_document_bytes,
-            help="files (and JSONL records) larger than this go to the dead letters, "
-            "unread (default %(default)s)",
-        )
-        parser.add_argument(
-            "--access_class",
-            default=IngestConfig().access_class,
-            help="access class given to every document",
-        )
-        parser.add_argument(
-            "--source_role",
-            default=IngestConfig().source_role,
-            help="source role given to every document",
-        )
-        parser.add_argument(
-            "--metadata",
-            default=None,
-            help="sidecar JSONL or CSV keyed by source_id: access_class, source_role, "
-            "language, valid_from, valid_to, title (overrides front matter and defaults)",
-        )
-        parser.add_argument(
-            "--delta",
-            default=True,
-            type=_on_unless_false,
-            help="reuse the active bundle's rows and vectors for unchanged documents "
-            "(default true; --delta=false forces a full build)",
-        )
-        parser.add_argument(
-            "--title_in_text",
-            action="store_true",
-            help="JSONL: make each record's title the first paragraph of its text",
-        )
-        parser.add_argument(
-            "--knowledge",
-            default=True,
-            type=_on_unless_false,
-            help="build the knowledge layer: spaCy mentions and relations, canonical "
-            "entities, Louvain communities, relation/community vectors (default true)",
-        )
-        parser.add_argument(
-            "--spacy_pipeline",
-            default=DEFAULT_SPACY_PIPELINE,
-            help="installed spaCy pipeline (name or path) for the knowledge layer",
-        )
-        parser.add_argument(
-            "--spacy_processes",
-            default="auto",
-            help="spaCy parsers per worker, the worker included: 1 parses in the worker "
-            "alone; 'auto' (default) uses every core when the pipeline runs in one "
-            "in-process DirectRunner worker and 1 otherwise (other runners already run "
-            "a worker per core). Speed only: the bundle is the same",
-        )
-        parser.add_argument(
-            "--limit",
-            type=int,
-            default=None,
-            help="embedded corpus only: keep the first N documents",
-        )
+        add_build_arguments(parser)
+
+
+class UnknownOptionError(BuildFailedError):
+    """A flag that neither evidex nor any Beam options class defines."""
+
+
+def known_option_strings() -> list[str]:
+    """Every ``--flag`` that evidex's or Beam's pipeline options define."""
+    return sorted(o for o in _options_parser()._option_string_actions if o.startswith("--"))
+
+
+def _options_parser() -> argparse.ArgumentParser:
+    # The parser Beam itself builds in PipelineOptions.get_all_options: one of each
+    # registered options class (ours included), abbreviations off.
+    parser = _BeamArgumentParser(allow_abbrev=False)
+    for cls in {str(c): c for c in PipelineOptions.__subclasses__()}.values():
+        cls._add_argparse_args(parser)
+    return parser
+
+
+def unknown_options(argv: Sequence[str]) -> list[str]:
+    """The flags in ``argv`` (``--name`` or ``--name=value``) no options class knows.
+
+    Beam itself only logs such flags and drops them ("Discarding unparseable args"),
+    so a mistyped ``--knowlege=false`` would build with the knowledge layer on.
+    """
+    _, rest = _options_parser().parse_known_args(list(argv))
+    return [arg.split("=", 1)[0] for arg in rest if arg.startswith("-") and arg != "--"]
+
+
+def closest_option(flag: str, candidates: Sequence[str]) -> str | None:
+    """The candidate spelled most like ``flag`` (dashes and underscores alike), if any."""
+    key = flag.replace("_", "-")
+    by_key = {c.replace("_", "-"): c for c in sorted(candidates, reverse=True)}
+    match = difflib.get_close_matches(key, list(by_key), n=1, cutoff=0.6)
+    return by_key[match[0]] if match else None
+
+
+def check_options(argv: Sequence[str], *, also_known: Sequence[str] = ()) -> None:
+    """Refuse unknown flags before any work, naming the closest valid one.
+
+    Raises:
+        UnknownOptionError: ``argv`` holds a flag no options class defines.
+    """
+    unknown = unknown_options(argv)
+    if not unknown:
+        return
+    candidates = [*known_option_strings(), *also_known]
+    parts = []
+    for flag in unknown:
+        near = closest_option(flag, candidates)
+        parts.append(f"{flag} (did you mean {near}?)" if near else flag)
+    raise UnknownOptionError(f"unknown option{'s' if len(parts) > 1 else ''}: {', '.join(parts)}")
 
 
 @dataclass(frozen=True)
@@ -345,26 +286,43 @@ def spacy_processes(options: PipelineOptions) -> int:
     raise BuildFailedError(f"--spacy_processes must be 'auto' or a positive integer, got {value!r}")
 
 
-def _check_bad_ratio(staging: str, max_bad_ratio: float, *, shown: str) -> None:
+def _check_bad_ratio(staging: str, max_bad_ratio: float, *, shown: str, kept: bool) -> None:
+    """Fail the build, in one line, when too few documents got through.
+
+    Raises:
+        BuildFailedError: no input, no good document, or dead letters above the ratio;
+            the message counts the dead letters by error type and says where they are
+            (``kept``: the staging folder's failures/ survives the failure).
+    """
     docs = pq.ParquetFile(os.path.join(staging, bundles.DOCUMENTS)).metadata.num_rows
-    bad = {
-        stage: pq.ParquetFile(
-            os.path.join(staging, bundles.FAILURES_DIR, f"{stage}.parquet")
-        ).metadata.num_rows
-        for stage in STAGES
-    }
+    types: dict[str, Counter[str]] = {}
+    for stage in STAGES:
+        path = os.path.join(staging, bundles.FAILURES_DIR, f"{stage}.parquet")
+        types[stage] = Counter(
+            pq.read_table(path, columns=["error_type"])["error_type"].to_pylist()
+        )
+    bad = {stage: sum(found.values()) for stage, found in types.items()}
     total_in = docs + bad["ingest"]
     if total_in == 0:
         raise BuildFailedError("no input documents were found")
-    if docs == 0:
-        raise BuildFailedError(f"every input was rejected ({bad['ingest']} dead letters)")
     ratio = sum(bad.values()) / (total_in + bad["chunk"] + bad["embed"])
-    if ratio > max_bad_ratio:
-        raise BuildFailedError(
-            f"dead-letter ratio {ratio:.1%} exceeds the limit {max_bad_ratio:.1%} "
-            f"(ingest {bad['ingest']}, chunk {bad['chunk']}, embed {bad['embed']}); "
-            f"see {storage.join(shown, bundles.FAILURES_DIR)}"
-        )
+    if docs and ratio <= max_bad_ratio:
+        return
+    by_type = sum(types.values(), Counter())
+    kinds = ", ".join(
+        f"{name} {n}" for name, n in sorted(by_type.items(), key=lambda kv: (-kv[1], kv[0]))
+    )
+    where = (
+        f"in {storage.join(shown, bundles.FAILURES_DIR)}"
+        if kept
+        else "(run again with --keep-failed to keep them with their reasons)"
+    )
+    summary = f"{docs} documents ingested; {sum(bad.values())} dead letters ({kinds}) {where}"
+    if docs == 0:
+        raise BuildFailedError(summary)
+    raise BuildFailedError(
+        f"dead-letter ratio {ratio:.1%} exceeds the limit {max_bad_ratio:.1%}: {summary}"
+    )
 
 
 def run(argv: Sequence[str] | None = None, *, bundle_id: str | None = None) -> BuildResult:
@@ -378,6 +336,7 @@ def run(argv: Sequence[str] | None = None, *, bundle_id: str | None = None) -> B
         BuildFailedError: bad input past the threshold, or a pipeline failure.
             The active bundle is never touched.
     """
+    check_options(list(argv or []))
     force_offline()
     register_coders()
     started = time.monotonic()
@@ -406,6 +365,36 @@ def run(argv: Sequence[str] | None = None, *, bundle_id: str | None = None) -> B
     )
     bundle_id = bundle_id or bundles.new_bundle_id()
     staging = bundles.staging_path(root, bundle_id)
+    with heartbeat(root, bundle_id):
+        try:
+            manifest = _build(
+                options,
+                config=config,
+                model=model,
+                root=root,
+                staging=staging,
+                bundle_id=bundle_id,
+                sidecar=sidecar,
+            )
+        except BaseException:
+            discard(root, bundle_id, keep_failures=opts.keep_failed)
+            raise
+        path = bundles.publish(root, staging, bundle_id)
+    return BuildResult(bundle_id, path, manifest, time.monotonic() - started)
+
+
+def _build(
+    options: PipelineOptions,
+    *,
+    config: BuildConfig,
+    model: ModelFingerprint,
+    root: str,
+    staging: str,
+    bundle_id: str,
+    sidecar: dict[str, dict[str, Any]] | None,
+) -> Manifest:
+    """Run the pipeline into ``staging``, check its dead letters and write the manifest."""
+    opts = options.view_as(EvidexBuildOptions)
     if not storage.is_remote(staging):
         os.makedirs(os.path.join(staging, bundles.FAILURES_DIR), exist_ok=True)
     active = read_active(root)
@@ -433,17 +422,18 @@ def run(argv: Sequence[str] | None = None, *, bundle_id: str | None = None) -> B
     except (RuntimeError, OSError) as exc:  # a DoFn's error, e.g. ENOSPC at a writer
         raise BuildFailedError(f"pipeline failed: {' '.join(str(exc).split())[:2000]}") from exc
     with _local_staging(staging) as local:
-        _check_bad_ratio(local, config.max_bad_ratio, shown=staging)
+        _check_bad_ratio(local, config.max_bad_ratio, shown=staging, kept=opts.keep_failed)
         delta = _delta_counts(
             local, parent, _counter(result, "texts_embedded"), _counter(result, "chunks_reused")
         )
         delta["knowledge_texts_embedded"] = _counter(result, KNOWLEDGE_COUNTER)
+        chunks = pq.ParquetFile(os.path.join(local, bundles.CHUNKS)).metadata.num_rows
         logger.info(
             "documents: %(new)d new, %(changed)d changed, %(unchanged)d unchanged, "
-            "%(deleted)d deleted; %(texts_embedded)d texts embedded, "
-            "%(chunks_reused)d chunks reused",
+            "%(deleted)d deleted",
             delta,
         )
+        logger.info("%s", embedding_summary(chunks, delta))
         manifest = bundles.write_manifest(
             local,
             bundle_id=bundle_id,
@@ -457,8 +447,7 @@ def run(argv: Sequence[str] | None = None, *, bundle_id: str | None = None) -> B
                 storage.join(staging, bundles.MANIFEST),
                 storage.read_bytes(os.path.join(local, bundles.MANIFEST)),
             )
-    path = bundles.publish(root, staging, bundle_id)
-    return BuildResult(bundle_id, path, manifest, time.monotonic() - started)
+    return manifest
 
 
 def _delta_parent(
@@ -491,6 +480,24 @@ def _local_staging(staging: str) -> Iterator[str]:
         logger.info("reading staged files from %s to checksum them", staging)
         storage.download_tree(staging, local)
         yield local
+
+
+def embedding_summary(chunks: int, delta: dict[str, Any]) -> str:
+    """Why a build embedded fewer texts than it has chunks, in one line.
+
+    Example:
+        >>> embedding_summary(10, {"texts_embedded": 6, "chunks_reused": 3})[:68]
+        '10 chunks: 6 texts embedded, 3 chunks reused from the active bundle'
+    """
+    embedded, reused = delta.get("texts_embedded", 0), delta.get("chunks_reused", 0)
+    parts = [f"{chunks} chunks: {embedded} texts embedded"]
+    if reused:
+        parts.append(f"{reused} chunks reused from the active bundle")
+    repeats = chunks - embedded - reused
+    if repeats > 0:
+        plural = "chunks repeat" if repeats > 1 else "chunk repeats"
+        parts.append(f"{repeats} {plural} a text embedded once (identical texts share one vector)")
+    return ", ".join(parts)
 
 
 def _counter(result: Any, name: str) -> int:
@@ -530,6 +537,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", force=True)
     try:
         result = run(args)
+    except UnknownOptionError as exc:
+        print(f"build failed: {exc}", file=sys.stderr)
+        return 2
     except BuildFailedError as exc:
         print(f"build failed: {exc}", file=sys.stderr)
         return 1

@@ -1,4 +1,6 @@
+import argparse
 import json
+import os
 
 import pytest
 
@@ -84,3 +86,130 @@ def test_end_to_end_on_the_embedded_corpus(tmp_path, capsys):
     assert main(["query", "What does the assert statement do?", "--root", root, "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["evidence"][0]["doc_id"] == "python/topics/assert"
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--knowlege=false", "--no-deltaa"], ["--knowlege", "--knowledge", "--no-deltaa"]),
+        (["--frobnicate-level", "3"], ["--frobnicate-level"]),
+        (["--spacy-procesess", "1"], ["--spacy_processes"]),
+    ],
+)
+def test_build_stops_before_any_work_on_an_unknown_flag(flags, named, tmp_path, capsys):
+    root = tmp_path / "root"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["build", "--input", str(tmp_path), "--root", str(root), *flags])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "usage: evidex build" in err and "unknown option" in err
+    for text in named:
+        assert text in err
+    assert not root.exists()  # nothing was staged, no model was loaded
+
+
+def test_unknown_build_flags_are_refused_by_every_entry_point(tmp_path, capsys):
+    from pipelines.build_index import UnknownOptionError, check_options, run
+    from pipelines.build_index import main as build_main
+
+    check_options(["--runner", "DirectRunner", "--direct_num_workers", "2", "--knowledge=false"])
+    with pytest.raises(UnknownOptionError, match=r"--knowlege \(did you mean --knowledge\?\)"):
+        run(["--input", str(tmp_path), "--knowlege=false"])
+    assert build_main(["--input", str(tmp_path), "--no-deltaa"]) == 2
+    for command in (["eval", str(tmp_path)], ["stream", "--input", str(tmp_path)]):
+        with pytest.raises(SystemExit) as exit_info:
+            main([*command, "--knowlege=false"])
+        assert exit_info.value.code == 2
+        assert "did you mean --knowledge?" in capsys.readouterr().err
+
+
+def test_build_help_lists_every_build_option(capsys):
+    from pipelines.build_index import EvidexBuildOptions
+
+    with pytest.raises(SystemExit):
+        main(["build", "--help"])
+    out = capsys.readouterr().out
+    table = argparse.ArgumentParser(add_help=False)
+    EvidexBuildOptions._add_argparse_args(table)
+    for action in table._actions:
+        flag = action.option_strings[0]
+        assert flag in out or flag.replace("_", "-") in out, flag
+    assert "--knowledge" in out and "--keep-failed" in out
+
+
+def test_build_passes_its_pipeline_options_on():
+    from evidex.cli import _pipeline_flags
+
+    args = build_parser().parse_args(
+        ["build", "--knowledge=false", "--semantic_chunking", "--lexical_context", "0"]
+    )
+    assert sorted(_pipeline_flags(args)) == [
+        "--knowledge=false",
+        "--lexical_context=0",
+        "--semantic_chunking",
+    ]
+    assert _pipeline_flags(build_parser().parse_args(["build"])) == []
+
+
+def test_eval_help_names_its_argument_as_the_text_does(capsys):
+    with pytest.raises(SystemExit):
+        main(["eval", "--help"])
+    out = capsys.readouterr().out
+    assert "usage: evidex eval" in out and " DIR" in out.split("\n\n")[0]
+    assert "data" not in out.split("\n\n")[0].split()
+
+
+def test_build_summary_says_why_fewer_texts_than_chunks_were_embedded():
+    from pipelines.build_index import embedding_summary
+
+    line = embedding_summary(4697, {"texts_embedded": 4150, "chunks_reused": 0})
+    assert line.startswith("4697 chunks: 4150 texts embedded")
+    assert "547 chunks repeat a text embedded once" in line
+    line = embedding_summary(10, {"texts_embedded": 2, "chunks_reused": 8})
+    assert line == "10 chunks: 2 texts embedded, 8 chunks reused from the active bundle"
+
+
+def test_first_activation_names_no_previous_bundle(fresh_root, capsys):
+    root = str(fresh_root)
+    assert main(["validate", "--root", root]) == 0
+    capsys.readouterr()
+    assert main(["activate", "--root", root]) == 0
+    out = capsys.readouterr().out
+    assert out.strip() == "active bundle: b1 (first activation)"
+
+
+@pytest.mark.slow
+def test_all_bad_input_fails_in_one_line_and_cleans_its_staging(tmp_path, capsys):
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "a.bin").write_bytes(bytes(range(256)) * 8)
+    (bad / "b.dat").write_bytes(b"\x00\x01" * 100)
+    (bad / "c.pdf").write_bytes(b"%PDF-1.4 this is no PDF")
+    root = tmp_path / "root"
+    assert main(["build", "--input", str(bad), "--root", str(root)]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(
+        "evidex build: error: 0 documents ingested; 3 dead letters (unsupported 2, broken_pdf 1)"
+    )
+    assert "--keep-failed" in last
+    assert os.listdir(root / "staging") == []  # no folder, no heartbeat left behind
+
+    assert main(["build", "--input", str(bad), "--root", str(root), "--keep-failed"]) == 1
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    (kept,) = os.listdir(root / "staging")
+    assert last.endswith(f"in {root / 'staging' / kept / 'failures'}")
+    assert os.listdir(root / "staging" / kept) == ["failures"]
+
+
+@pytest.mark.slow
+def test_a_one_chunk_corpus_builds_and_validates(tmp_path, capsys):
+    corpus = tmp_path / "one"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("ok\n")
+    root = str(tmp_path / "root")
+    assert main(["build", "--input", str(corpus), "--root", root, "--json"]) == 0
+    built = json.loads(capsys.readouterr().out)
+    assert built["row_counts"]["chunks"] == 1
+    assert main(["validate", "--root", root]) == 0

@@ -71,6 +71,9 @@ class _BuildBm25Fn(beam.DoFn):
         self._config = config
 
     def process(self, chunks: list[Any]) -> Any:
+        if not chunks:  # nothing got through: the build reports its dead letters instead
+            logger.info("no chunks: no BM25 index written")
+            return
         ordered = sorted(chunks, key=lambda c: c.chunk_id)
         texts = context_texts(ordered, self._config.context_chunks)
         index = build_bm25(texts, config=self._config)
