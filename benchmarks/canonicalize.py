@@ -29,9 +29,9 @@ import pyarrow.parquet as pq
 
 from evidex.config import KnowledgeConfig
 from evidex.models import force_offline, load_sentence_transformer, resolve_model
-from transforms.acronyms import find_definitions
-from transforms.canonical import Canonicalized, MentionRef, canonicalize
-from transforms.normalize import normalize_surface
+from kernels.acronyms import find_definitions
+from kernels.canonicalize import Canonicalized, MentionRef, canonicalize
+from kernels.normalize import normalize_surface
 
 ALIASES = os.path.join(os.path.dirname(__file__), "..", "tests", "data", "scifact_aliases.jsonl")
 SCIFACT = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "scifact")

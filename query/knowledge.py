@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from evidex.bundles import COMMUNITIES, COMMUNITY_INDEX, ENTITIES, RELATION_INDEX, RELATIONS
 from evidex.config import SEARCH_EXPANSION
-from transforms.normalize import normalize_surface
+from kernels.normalize import normalize_surface
 
 Visible = Callable[[Sequence[str]], bool]
 # Predicates whose object is a single value: two different objects for one subject contradict.

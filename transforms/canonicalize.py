@@ -1,6 +1,6 @@
 """Canonicalization stage: all mentions + acronym definitions -> ``Entity`` rows, and
 every mention with its ``entity_id`` (one global step; the algorithm is in
-``transforms.canonical``).
+``kernels.canonicalize``).
 
 Memory bound: every mention of the corpus on one worker (about 300 bytes each),
 plus the embeddings of the names that are candidate spelling variants.
@@ -16,8 +16,8 @@ from apache_beam.pvalue import TaggedOutput
 from apache_beam.utils.shared import Shared
 
 from evidex.config import KnowledgeConfig
+from kernels.canonicalize import MentionRef, canonicalize
 from schemas import Entity, Mention
-from transforms.canonical import MentionRef, canonicalize
 from transforms.gather import Gather, batched_rows
 from transforms.tags import typed
 

@@ -20,9 +20,9 @@ from apache_beam.pvalue import TaggedOutput
 from apache_beam.utils.shared import Shared
 
 from evidex.config import ChunkConfig
+from kernels.chunk import Span, chunk_spans, heading_paths, page_range
 from schemas import Chunk, DeadLetter, Document, chunk_id
 from transforms.progress import Progress
-from transforms.spans import Span, chunk_spans, heading_paths, page_range
 from transforms.tags import BAD, GOOD, typed
 
 logger = logging.getLogger(__name__)

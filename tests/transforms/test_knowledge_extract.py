@@ -7,8 +7,10 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
+from kernels.acronyms import find_definitions
+from kernels.extract import extract_from_doc
+from kernels.normalize import distinguishing_tokens, normalize_surface
 from schemas import Chunk, chunk_id, register_coders
-from transforms.acronyms import find_definitions
 from transforms.extract import (
     ACRONYMS,
     MENTIONS,
@@ -20,9 +22,7 @@ from transforms.extract import (
     load_parser,
     load_spacy,
 )
-from transforms.normalize import distinguishing_tokens, normalize_surface
 from transforms.offload import SplitRunner
-from transforms.relations import extract_from_doc
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ from collections.abc import Iterable
 import networkx as nx
 from community import community_louvain
 
+from kernels.summaries import COOCCURRENCE
 from schemas import Relation
-from transforms.summaries import COOCCURRENCE
 
 CATEGORY_WEIGHT = {COOCCURRENCE: 0.3}
 

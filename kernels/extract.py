@@ -12,8 +12,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from kernels.normalize import normalize_surface
 from schemas import Chunk, Mention, Statement, stable_id
-from transforms.normalize import normalize_surface
 
 NOUN_CHUNK = "NOUN_CHUNK"
 # Entity labels that are values, not things: they become literals, never entities.

@@ -27,8 +27,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from kernels.normalize import normalize_surface, squashed
 from schemas import Entity, stable_id
-from transforms.normalize import normalize_surface, squashed
 
 _PLACE = frozenset({"GPE", "LOC", "FAC"})
 _MIN_VARIANT_WORD = 5
