@@ -27,11 +27,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=2, help="timed passes")
     args = parser.parse_args(argv)
 
-    from evidex import bundles
-    from evidex.config import DEFAULT_EMBED_BATCH
-    from evidex.models import force_offline
     from query import open_bundle
     from query.encoder import QueryEncoder
+    from store import bundles
+    from store.config import DEFAULT_EMBED_BATCH
+    from store.models import force_offline
 
     force_offline()
     bundle = open_bundle(args.bundle, encoder="torch")

@@ -27,11 +27,11 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from evidex.config import KnowledgeConfig
-from evidex.models import force_offline, load_sentence_transformer, resolve_model
 from kernels.acronyms import find_definitions
 from kernels.canonicalize import Canonicalized, MentionRef, canonicalize
 from kernels.normalize import normalize_surface
+from store.config import KnowledgeConfig
+from store.models import force_offline, load_sentence_transformer, resolve_model
 
 ALIASES = os.path.join(os.path.dirname(__file__), "..", "tests", "data", "scifact_aliases.jsonl")
 SCIFACT = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "scifact")

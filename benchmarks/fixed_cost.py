@@ -23,7 +23,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 
-from evidex.models import force_offline
+from store.models import force_offline
 
 SMALL_CORPUS = {
     "kettle.md": "# Kettles\n\nAn electric kettle switches off when a bimetallic strip "
@@ -40,8 +40,8 @@ def graph_figures(argv: list[str]) -> dict[str, float]:
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from evidex.models import fingerprint, load_sentence_transformer, resolve_model
     from pipelines.build_index import EvidexBuildOptions, assemble, config_from_options
+    from store.models import fingerprint, load_sentence_transformer, resolve_model
 
     options = PipelineOptions(argv)
     config = config_from_options(options.view_as(EvidexBuildOptions))

@@ -116,13 +116,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dataset", required=True, help="BEIR directory of the bundle's corpus")
     args = parser.parse_args(argv)
 
-    from evidex import bundles
-    from evidex.config import LexicalConfig
     from evidex.evaluation import document_run, load_dataset, score_arm
-    from evidex.lexical import LexicalTokenizer
-    from evidex.models import force_offline
     from query import open_bundle
     from query.fusion import ArmHit, fuse
+    from store import bundles
+    from store.config import LexicalConfig
+    from store.lexical import LexicalTokenizer
+    from store.models import force_offline
     from transforms.lexical import build_bm25, context_texts
 
     force_offline()

@@ -41,8 +41,8 @@ def parse_inputs(bundle: str, chunks: int) -> tuple[str, int, list[str]]:
     Raises:
         ValueError: the bundle was built without the knowledge layer.
     """
-    from evidex import bundles
-    from evidex.config import KnowledgeConfig
+    from store import bundles
+    from store.config import KnowledgeConfig
 
     manifest = bundles.read_manifest(bundle)
     pipeline = manifest.model.spacy_pipeline

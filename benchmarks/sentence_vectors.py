@@ -165,11 +165,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--late-cache", default=None, help="npz file to keep late vectors in")
     args = parser.parse_args(argv)
 
-    from evidex import bundles
     from evidex.evaluation import document_run, load_dataset, score_arm
-    from evidex.models import force_offline
     from query import open_bundle, retrieve
     from query.fusion import ArmHit, fuse
+    from store import bundles
+    from store.models import force_offline
 
     force_offline()
     dataset = load_dataset(args.dataset)

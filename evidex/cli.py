@@ -18,7 +18,7 @@ from evidex import __version__
 
 logger = logging.getLogger("evidex")
 
-_OUR_LOGGERS = ("evidex", "transforms", "pipelines", "validation", "query")
+_OUR_LOGGERS = ("evidex", "store", "kernels", "transforms", "pipelines", "validation", "query")
 DEMO_QUERIES = (
     "How do I read a gzip-compressed file?",
     "What does the with statement do?",
@@ -90,7 +90,7 @@ def _emit(payload: Any, as_json: bool, human: str) -> None:
 
 
 def _newest_bundle(root: str) -> str:
-    from evidex.bundles import BundleError, list_bundles
+    from store.bundles import BundleError, list_bundles
 
     found = list_bundles(root)
     if not found:
@@ -146,8 +146,8 @@ def cmd_build(args: argparse.Namespace, beam_args: list[str]) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from evidex.bundles import local_bundle, resolve_root, store_validation_report
-    from evidex.regression import read_cases
+    from store.bundles import local_bundle, resolve_root, store_validation_report
+    from store.regression import read_cases
     from validation import validate_bundle
 
     root = resolve_root(args.root)
@@ -169,8 +169,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_activate(args: argparse.Namespace) -> int:
-    from evidex.activation import activate
-    from evidex.bundles import resolve_root
+    from store.activation import activate
+    from store.bundles import resolve_root
 
     root = resolve_root(args.root)
     bundle_id = args.bundle or _newest_bundle(root)
@@ -181,8 +181,8 @@ def cmd_activate(args: argparse.Namespace) -> int:
 
 
 def cmd_rollback(args: argparse.Namespace) -> int:
-    from evidex.activation import rollback
-    from evidex.bundles import resolve_root
+    from store.activation import rollback
+    from store.bundles import resolve_root
 
     event = rollback(resolve_root(args.root), to=args.to)
     _emit(
@@ -194,8 +194,8 @@ def cmd_rollback(args: argparse.Namespace) -> int:
 
 
 def cmd_gc(args: argparse.Namespace) -> int:
-    from evidex.activation import gc
-    from evidex.bundles import resolve_root
+    from store.activation import gc
+    from store.bundles import resolve_root
 
     deleted = gc(resolve_root(args.root), keep=args.keep, dry_run=args.dry_run)
     verb = "would delete" if args.dry_run else "deleted"
@@ -205,8 +205,8 @@ def cmd_gc(args: argparse.Namespace) -> int:
 
 
 def cmd_regression(args: argparse.Namespace) -> int:
-    from evidex.bundles import resolve_root
-    from evidex.regression import RegressionCase, add_case, read_cases
+    from store.bundles import resolve_root
+    from store.regression import RegressionCase, add_case, read_cases
 
     root = resolve_root(args.root)
     if args.action == "add":
@@ -224,8 +224,8 @@ def cmd_regression(args: argparse.Namespace) -> int:
 
 
 def _bundle_summary(root: str, bundle_id: str) -> dict[str, Any]:
-    from evidex import storage
-    from evidex.bundles import VALIDATION_REPORT, bundle_path, read_manifest
+    from store import storage
+    from store.bundles import VALIDATION_REPORT, bundle_path, read_manifest
 
     path = bundle_path(root, bundle_id)
     manifest = read_manifest(path)
@@ -245,8 +245,8 @@ def _bundle_summary(root: str, bundle_id: str) -> dict[str, Any]:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from evidex.activation import read_active, read_history
-    from evidex.bundles import list_bundles, resolve_root
+    from store.activation import read_active, read_history
+    from store.bundles import list_bundles, resolve_root
 
     root = resolve_root(args.root)
     active = read_active(root)
@@ -369,8 +369,8 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace, beam_args: list[str]) -> int:
     from evidex import evaluation
-    from evidex.bundles import resolve_root
     from query import open_bundle
+    from store.bundles import resolve_root
 
     dataset = evaluation.load_dataset(args.data, split=args.split)
     root = args.root or os.path.join(resolve_root(None), "eval", dataset.name)
@@ -420,7 +420,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from evidex.config import DEFAULT_TARGET_TOKENS
+    from store.config import DEFAULT_TARGET_TOKENS
 
     parser = argparse.ArgumentParser(
         prog="evidex", description=_DESCRIPTION, formatter_class=argparse.RawTextHelpFormatter
@@ -562,7 +562,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_build(sub: Any) -> None:
-    from evidex.config import (
+    from store.config import (
         DEFAULT_ACCESS_CLASS,
         DEFAULT_MAX_BAD_RATIO,
         DEFAULT_SOURCE_ROLE,

@@ -11,10 +11,10 @@ from collections.abc import Mapping, Sequence
 
 import networkx as nx
 
-from evidex.config import KnowledgeConfig
 from kernels.graph import entity_graph, internal_edges, louvain_levels, weighted_degree
 from kernels.summaries import COOCCURRENCE
 from schemas import Community, Relation, stable_id
+from store.config import KnowledgeConfig
 
 
 def _pair(a: str, b: str) -> tuple[str, str]:

@@ -28,9 +28,12 @@ from apache_beam.options.pipeline_options import (
     StandardOptions,
 )
 
-from evidex import bundles, storage
-from evidex.activation import read_active
-from evidex.config import (
+from pipelines.knowledge import KNOWLEDGE_COUNTER, assemble_knowledge
+from schemas import DEAD_LETTER_SCHEMA, DOCUMENT_SCHEMA, register_coders
+from schemas.manifest import Manifest, ModelFingerprint
+from store import bundles, storage
+from store.activation import read_active
+from store.config import (
     DEFAULT_MAX_BAD_RATIO,
     DEFAULT_SPACY_PIPELINE,
     DEFAULT_TARGET_TOKENS,
@@ -43,16 +46,13 @@ from evidex.config import (
     KnowledgeConfig,
     LexicalConfig,
 )
-from evidex.models import (
+from store.models import (
     DEFAULT_MODEL,
     fingerprint,
     force_offline,
     load_sentence_transformer,
     resolve_model,
 )
-from pipelines.knowledge import KNOWLEDGE_COUNTER, assemble_knowledge
-from schemas import DEAD_LETTER_SCHEMA, DOCUMENT_SCHEMA, register_coders
-from schemas.manifest import Manifest, ModelFingerprint
 from transforms.ann import BuildAnnIndex, BuildAnnPartitions
 from transforms.chunk import ChunkDocuments
 from transforms.delta import CHANGED, SplitByDelta, reusable_parent

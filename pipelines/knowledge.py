@@ -8,8 +8,6 @@ from typing import Any
 
 import apache_beam as beam
 
-from evidex import bundles, storage
-from evidex.config import BuildConfig
 from kernels.summaries import COOCCURRENCE
 from schemas import (
     COMMUNITY_SCHEMA,
@@ -19,6 +17,8 @@ from schemas import (
     RELATION_SCHEMA,
     DeadLetter,
 )
+from store import bundles, storage
+from store.config import BuildConfig
 from transforms.ann import BuildAnnIndexes, keys_and_vectors
 from transforms.canonicalize import ASSIGNMENT, ENTITIES, NAMES, CanonicalizeEntities
 from transforms.communities import DetectCommunities

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from benchmarks.lexical_variants import Rm3, TermScorer, rm3_weights
-from evidex.config import LexicalConfig
+from store.config import LexicalConfig
 from transforms.lexical import build_bm25
 
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import apache_beam as beam
 
-from evidex.config import KnowledgeConfig
 from kernels.communities import detect_communities
 from schemas import Community
+from store.config import KnowledgeConfig
 from transforms.gather import Gather, single
 from transforms.tags import typed
 

@@ -8,13 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmarks.canonicalize import quality
-from evidex.config import KnowledgeConfig
 from kernels.canonicalize import MentionRef, canonicalize
 from kernels.communities import detect_communities
 from kernels.graph import entity_graph, internal_edges, louvain_levels, weighted_degree
 from kernels.normalize import normalize_surface
 from kernels.summaries import aggregate_relations, summary_sentence
 from schemas import Relation, Statement, stable_id
+from store.config import KnowledgeConfig
 
 ALIASES = Path(__file__).resolve().parents[1] / "data" / "scifact_aliases.jsonl"
 # Acronym definitions are read from the documents when the shared data is present.

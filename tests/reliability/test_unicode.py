@@ -9,10 +9,10 @@ import unicodedata
 
 import pytest
 
-from evidex.config import DEFAULT_SPACY_PIPELINE, ChunkConfig, IngestConfig
 from kernels.extract import extract_from_doc
 from kernels.normalize import normalize_surface
 from schemas import normalize_text, revision_of
+from store.config import DEFAULT_SPACY_PIPELINE, ChunkConfig, IngestConfig
 from transforms.chunk import chunk_document
 from transforms.extract import load_spacy
 from transforms.ingest import make_document

@@ -5,8 +5,8 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from evidex.config import IngestConfig
 from schemas import register_coders
+from store.config import IngestConfig
 from tests.conftest import write_corpus
 from transforms.formats import html_to_text, pdf_to_text
 from transforms.ingest import IngestError, ReadDocuments, pattern_and_root

@@ -3,7 +3,7 @@ import threading
 
 import pytest
 
-from evidex.activation import (
+from store.activation import (
     ActivationConflictError,
     ActivationError,
     activate,
@@ -11,7 +11,7 @@ from evidex.activation import (
     read_history,
     rollback,
 )
-from evidex.bundles import bundle_path, list_bundles, resolve_root
+from store.bundles import bundle_path, list_bundles, resolve_root
 from validation import validate_bundle
 
 

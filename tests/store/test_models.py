@@ -2,8 +2,8 @@
 
 from transformers import AutoTokenizer
 
-from evidex import models
-from evidex.models import default_model_path, tokenizer_digest
+from store import models
+from store.models import default_model_path, tokenizer_digest
 
 
 def _fresh_tokenizer():

@@ -1,6 +1,6 @@
 """Activation, rollback, history and garbage collection of bundles.
 
-``ACTIVE`` (see :mod:`evidex.pointer`) is replaced atomically with a
+``ACTIVE`` (see :mod:`store.pointer`) is replaced atomically with a
 compare-and-swap on its previous value, so of two concurrent activators exactly
 one wins. Only a bundle whose files match their checksums and whose validation
 report passed for its exact manifest can be activated.
@@ -13,8 +13,8 @@ import os
 import shutil
 from typing import Any
 
-from evidex import storage
-from evidex.bundles import (
+from store import storage
+from store.bundles import (
     VALIDATION_REPORT,
     BundleError,
     bundle_path,
@@ -24,7 +24,7 @@ from evidex.bundles import (
     read_manifest,
     verify_bundle,
 )
-from evidex.pointer import PointerConflictError, pointer_store
+from store.pointer import PointerConflictError, pointer_store
 
 logger = logging.getLogger(__name__)
 

@@ -13,8 +13,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from evidex.activation import ActivationError, activate, gc, read_active, rollback
-from evidex.bundles import (
+from query import BundleReader, load_bundle, retrieve
+from store.activation import ActivationError, activate, gc, read_active, rollback
+from store.bundles import (
     MANIFEST,
     BundleError,
     BundleIntegrityError,
@@ -22,8 +23,7 @@ from evidex.bundles import (
     list_bundles,
     read_manifest,
 )
-from evidex.regression import RegressionCase, add_case, read_cases
-from query import BundleReader, load_bundle, retrieve
+from store.regression import RegressionCase, add_case, read_cases
 from tests.conftest import OTHER_CORPUS, TINY_CORPUS
 from tests.validation.test_gate import _rewrite_with_checksum
 from validation import validate_bundle
@@ -102,8 +102,8 @@ def test_an_index_header_that_disagrees_with_the_manifest_is_named(
     manifest = read_manifest(path)
     table = pq.read_table(os.path.join(path, "chunks.parquet"))
     _rewrite_with_checksum(path, "chunks.parquet", table)  # refresh checksums only
-    from evidex.bundles import sha256_file
     from schemas.manifest import FileEntry
+    from store.bundles import sha256_file
 
     files = dict(read_manifest(path).files)
     usearch_file = os.path.join(path, "chunks.usearch")
@@ -249,7 +249,7 @@ def test_readers_never_see_a_mixed_bundle_during_100_swaps(
 
 _ACTIVATOR = """
 import os, sys, time
-from evidex.activation import ActivationConflictError, activate
+from store.activation import ActivationConflictError, activate
 root, bundle, go = sys.argv[1:4]
 while not os.path.exists(go):
     time.sleep(0.001)

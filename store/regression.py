@@ -12,7 +12,7 @@ import json
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evidex import storage
+from store import storage
 
 REGRESSION_FILE = "regression.jsonl"
 

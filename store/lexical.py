@@ -5,7 +5,7 @@ Both sides must tokenize identically, so the one function lives here, free of Be
 
 from typing import Any
 
-from evidex.config import LexicalConfig
+from store.config import LexicalConfig
 
 
 def _stemmer(config: LexicalConfig) -> Any:

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Protocol
 
-from evidex import storage
-from evidex.bundles import fsync_dir
+from store import storage
+from store.bundles import fsync_dir
 
 ACTIVE = "ACTIVE"
 _LOCK = ".activation.lock"

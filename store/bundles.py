@@ -1,9 +1,9 @@
 """Bundle layout on a bundle root: paths, ids, manifest writing and checking.
 
 The root is a local directory or an object-store prefix (``gs://…``, ``s3://…``; see
-:mod:`evidex.storage`). Layout::
+:mod:`store.storage`). Layout::
 
-    <root>/ACTIVE                  id of the active bundle (see evidex.activation)
+    <root>/ACTIVE                  id of the active bundle (see store.activation)
     <root>/history.jsonl           every activation and rollback
     <root>/bundles/<bundle_id>/    one immutable bundle
     <root>/staging/<bundle_id>/    a build in progress (never read by queries)
@@ -20,10 +20,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from evidex import __version__, storage
-from evidex.config import BuildConfig
-from evidex.npy import header_dtype
 from schemas.manifest import SCHEMA_VERSION, FileEntry, IndexInfo, Manifest, ModelFingerprint
+from store import __version__, storage
+from store.config import BuildConfig
+from store.npy import header_dtype
 
 DEFAULT_ROOT = ".evidex"
 MANIFEST = "manifest.json"

@@ -5,9 +5,9 @@ import time
 import numpy as np
 import pytest
 
-from evidex.config import LexicalConfig
-from evidex.npy import header_dtype
 from query.lexical import LexicalIndex
+from store.config import LexicalConfig
+from store.npy import header_dtype
 from transforms.lexical import build_bm25
 
 
