@@ -1,7 +1,7 @@
 """Compiled attribute rules against spaCy's attribute ruler: same annotations, less time.
 
 Usage:
-    python -m benchmarks.attribute_rules --bundle /tmp/bc/root/bundles/<id> [--chunks N]
+    python -m benchmarks.experiments.attribute_rules --bundle /tmp/bc/root/bundles/<id> [--chunks N]
 
 Parses the first ``--chunks`` chunk texts of a built bundle (0: all of them) twice:
 with the pipeline as extraction loaded it before (spaCy's ``attribute_ruler``,
@@ -49,7 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=2, help="timed passes of the matching")
     args = parser.parse_args(argv)
 
-    from benchmarks.parse_components import parse_inputs
+    from benchmarks.experiments.parse_components import parse_inputs
     from kernels.attribute_rules import FACTORY
     from transforms.extract import load_parser, load_spacy
 

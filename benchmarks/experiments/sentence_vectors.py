@@ -1,7 +1,7 @@
 """Sentence vectors as a second dense view of each chunk: would they lift retrieval quality?
 
 Usage:
-    python -m benchmarks.sentence_vectors --bundle /tmp/bc/root/bundles/<id> \\
+    python -m benchmarks.experiments.sentence_vectors --bundle /tmp/bc/root/bundles/<id> \\
         --dataset ../shared/data/scifact [--cache /tmp/sentences.npz]
 
 An experiment on a built bundle, not a product feature. It splits every chunk

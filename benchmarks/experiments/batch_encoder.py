@@ -1,7 +1,7 @@
 """Would ONNX Runtime embed a build's batches faster than PyTorch, as it does single queries?
 
 Usage:
-    python -m benchmarks.batch_encoder --bundle /tmp/bc/root/bundles/<id> [--texts 640]
+    python -m benchmarks.experiments.batch_encoder --bundle /tmp/bc/root/bundles/<id> [--texts 640]
 
 Takes ``--texts`` chunk texts of a built bundle (a seeded sample), sorts them by
 length as the build does, and embeds them in batches of the build's size twice

@@ -1,7 +1,7 @@
 """The fixed cost of a build: Beam graph size and time for a build with almost no data.
 
 Usage:
-    python -m benchmarks.fixed_cost --root /tmp/fixed [--input PATH] [--builds 3]
+    python -m benchmarks.experiments.fixed_cost --root /tmp/fixed [--input PATH] [--builds 3]
 
 Builds the same small input several times in one process (default: three
 one-paragraph documents it writes itself) and prints, for the pipeline the build assembles, how many

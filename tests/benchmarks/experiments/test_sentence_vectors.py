@@ -1,8 +1,9 @@
-"""benchmarks.sentence_vectors: the sentence split, encoding order and per-chunk scoring."""
+"""benchmarks.experiments.sentence_vectors: the sentence split, encoding order and per-chunk
+scoring."""
 
 import numpy as np
 
-from benchmarks import sentence_vectors as sv
+from benchmarks.experiments import sentence_vectors as sv
 
 
 def test_every_sentence_is_kept_with_the_chunk_it_came_from():

@@ -1,7 +1,7 @@
 """Lexical-arm variants on a built bundle: other BM25 parameters, and RM3 feedback.
 
 Usage:
-    python -m benchmarks.lexical_variants --bundle /tmp/bc/root/bundles/<id> \\
+    python -m benchmarks.experiments.lexical_variants --bundle /tmp/bc/root/bundles/<id> \\
         --dataset ../shared/data/scifact
 
 An experiment, not a product feature. It rebuilds the bundle's BM25 index over
@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pyarrow.parquet as pq
 
-from benchmarks.sentence_vectors import DEPTH, DocRow, gain_text, per_query_ndcg, ranked
+from benchmarks.experiments.sentence_vectors import DEPTH, DocRow, gain_text, per_query_ndcg, ranked
 
 
 class Rm3(NamedTuple):

@@ -1,9 +1,10 @@
-"""benchmarks.attribute_rules: differing annotations are counted per document and token."""
+"""benchmarks.experiments.attribute_rules: differing annotations are counted per document and
+token."""
 
 import spacy
 from spacy.tokens import Doc
 
-from benchmarks.attribute_rules import differing
+from benchmarks.experiments.attribute_rules import differing
 
 
 def test_differing_counts_documents_and_tokens_whose_annotations_differ():

@@ -1,8 +1,8 @@
-"""benchmarks.parse_components: every enabled component is timed, in pipeline order."""
+"""benchmarks.experiments.parse_components: every enabled component is timed, in pipeline order."""
 
 import spacy
 
-from benchmarks.parse_components import component_seconds
+from benchmarks.experiments.parse_components import component_seconds
 
 
 def test_each_enabled_component_is_timed_in_pipeline_order():

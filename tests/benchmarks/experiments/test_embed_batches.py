@@ -1,7 +1,7 @@
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from benchmarks.embed_batches import sample
+from benchmarks.experiments.embed_batches import sample
 
 
 def test_sample_is_distinct_non_empty_and_seeded(tmp_path):

@@ -1,9 +1,9 @@
-"""benchmarks.lexical_variants: RM3 term weights and weighted BM25 scoring."""
+"""benchmarks.experiments.lexical_variants: RM3 term weights and weighted BM25 scoring."""
 
 import numpy as np
 import pytest
 
-from benchmarks.lexical_variants import Rm3, TermScorer, rm3_weights
+from benchmarks.experiments.lexical_variants import Rm3, TermScorer, rm3_weights
 from store.config import LexicalConfig
 from transforms.lexical import build_bm25
 

@@ -1,7 +1,8 @@
 """Where the knowledge layer's spaCy parse spends its time, component by component.
 
 Usage:
-    python -m benchmarks.parse_components --bundle /tmp/bc/root/bundles/<id> [--chunks 1000]
+    python -m benchmarks.experiments.parse_components --bundle /tmp/bc/root/bundles/<id> \\
+        [--chunks 1000]
 
 Runs the bundle's spaCy pipeline, as extraction loads it (``transforms.extract.
 load_parser``: lemmatizer off, applied on demand), over the first ``--chunks``

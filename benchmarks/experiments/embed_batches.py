@@ -1,7 +1,7 @@
 """How fast does the build's embedding model run in batches of each shape, per surface?
 
 Usage:
-    python -m benchmarks.embed_batches --bundle /tmp/bc/root/bundles/<id> [--repeat 2]
+    python -m benchmarks.experiments.embed_batches --bundle /tmp/bc/root/bundles/<id> [--repeat 2]
 
 Takes a seeded sample of each surface a bundle embedded (chunk texts, relation
 summaries, community reports), and embeds it with the bundle's model in batches
