@@ -5,7 +5,7 @@ tries every pattern at every token: 33 microseconds a token for the 179 patterns
 ``en_core_web_sm`` over SciFact's chunks, 13% of the extraction parse. The patterns
 are all short sequences of exact token tests, so :class:`CompiledRules` looks up
 the ones that can start at a token by its lower-cased form or tag and tests only
-those (9 microseconds a token; ``benchmarks/attribute_rules.py``).
+those (9 microseconds a token; ``benchmarks/experiments/attribute_rules.py``).
 It returns the matches in the ruler's own format, and the ruler sets the attributes
 itself (``AttributeRuler.set_annotations``), so the result is the same.
 
