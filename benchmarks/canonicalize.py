@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from kernels.acronyms import find_definitions
-from kernels.canonicalize import Canonicalized, MentionRef, canonicalize
-from kernels.normalize import normalize_surface
+from algorithms.acronyms import find_definitions
+from algorithms.canonicalize import Canonicalized, MentionRef, canonicalize
+from algorithms.normalize import normalize_surface
 from store.config import KnowledgeConfig
 from store.models import force_offline, load_sentence_transformer, resolve_model
 

@@ -18,7 +18,7 @@ from evidex import __version__
 
 logger = logging.getLogger("evidex")
 
-_OUR_LOGGERS = ("evidex", "store", "kernels", "transforms", "pipelines", "validation", "query")
+_OUR_LOGGERS = ("evidex", "store", "algorithms", "transforms", "pipelines", "validation", "query")
 DEMO_QUERIES = (
     "How do I read a gzip-compressed file?",
     "What does the with statement do?",

@@ -8,7 +8,7 @@ from typing import Any
 
 import apache_beam as beam
 
-from kernels.summaries import COOCCURRENCE
+from algorithms.summaries import COOCCURRENCE
 from schemas import (
     COMMUNITY_SCHEMA,
     DEAD_LETTER_SCHEMA,

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from kernels.normalize import normalize_surface
+from algorithms.normalize import normalize_surface
 from store.bundles import COMMUNITIES, COMMUNITY_INDEX, ENTITIES, RELATION_INDEX, RELATIONS
 from store.config import SEARCH_EXPANSION
 

@@ -184,7 +184,7 @@ def test_dockerfile_builds_on_the_matching_beam_sdk_image():
     packages = {
         "evidex",
         "store",
-        "kernels",
+        "algorithms",
         "schemas",
         "transforms",
         "pipelines",
@@ -225,7 +225,7 @@ def test_setup_py_ships_every_evidex_package(tmp_path):
     for package in (
         "evidex",
         "store",
-        "kernels",
+        "algorithms",
         "schemas",
         "transforms",
         "pipelines",

@@ -14,8 +14,8 @@ REPO = Path(__file__).resolve().parents[1]
 # package -> top-level packages its modules must not import
 FORBIDDEN = {
     "query": {"transforms", "pipelines", "validation", "evidex", "apache_beam"},
-    "store": {"query", "pipelines", "transforms", "validation", "evidex", "kernels"},
-    "kernels": {"apache_beam", "transforms", "pipelines", "query", "validation", "evidex"},
+    "store": {"query", "pipelines", "transforms", "validation", "evidex", "algorithms"},
+    "algorithms": {"apache_beam", "transforms", "pipelines", "query", "validation", "evidex"},
 }
 
 

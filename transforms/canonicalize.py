@@ -1,6 +1,6 @@
 """Canonicalization stage: all mentions + acronym definitions -> ``Entity`` rows, and
 every mention with its ``entity_id`` (one global step; the algorithm is in
-``kernels.canonicalize``).
+``algorithms.canonicalize``).
 
 Memory bound: every mention of the corpus on one worker (about 300 bytes each),
 plus the embeddings of the names that are candidate spelling variants.
@@ -15,7 +15,7 @@ import numpy as np
 from apache_beam.pvalue import TaggedOutput
 from apache_beam.utils.shared import Shared
 
-from kernels.canonicalize import MentionRef, canonicalize
+from algorithms.canonicalize import MentionRef, canonicalize
 from schemas import Entity, Mention
 from store.config import KnowledgeConfig
 from transforms.gather import Gather, batched_rows

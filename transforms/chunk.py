@@ -19,7 +19,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 from apache_beam.utils.shared import Shared
 
-from kernels.chunk import Span, chunk_spans, heading_paths, page_range
+from algorithms.chunk import Span, chunk_spans, heading_paths, page_range
 from schemas import Chunk, DeadLetter, Document, chunk_id
 from store.config import ChunkConfig
 from transforms.progress import Progress

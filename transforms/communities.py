@@ -1,5 +1,5 @@
 """Communities stage: relations -> ``Community`` rows (one global step; the graph,
-Louvain and the extractive reports are in ``kernels.communities``).
+Louvain and the extractive reports are in ``algorithms.communities``).
 """
 
 import logging
@@ -8,7 +8,7 @@ from typing import Any
 
 import apache_beam as beam
 
-from kernels.communities import detect_communities
+from algorithms.communities import detect_communities
 from schemas import Community
 from store.config import KnowledgeConfig
 from transforms.gather import Gather, single

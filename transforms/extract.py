@@ -18,9 +18,9 @@ from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 from apache_beam.utils.shared import Shared
 
-from kernels.acronyms import find_definitions
-from kernels.extract import Lemmatize, extract_from_doc
-from kernels.normalize import normalize_surface
+from algorithms.acronyms import find_definitions
+from algorithms.extract import Lemmatize, extract_from_doc
+from algorithms.normalize import normalize_surface
 from schemas import Chunk, DeadLetter, Mention, Statement
 from transforms.offload import SplitRunner
 from transforms.progress import Progress
@@ -68,13 +68,13 @@ def load_parser(name: str) -> Parser:
     the lemmatizer is disabled in the pipeline and applied to those tokens only
     (the same lemmas: a lemma another component set still wins). That takes
     about a sixth off the parse of every chunk. The attribute ruler's patterns
-    are matched by lookup (:mod:`kernels.attribute_rules`; the same attributes),
+    are matched by lookup (:mod:`algorithms.attribute_rules`; the same attributes),
     which takes off a further tenth.
 
     Raises:
         ImportError: the pipeline is not installed (see :func:`load_spacy`).
     """
-    from kernels.attribute_rules import use_compiled_rules  # imports spaCy
+    from algorithms.attribute_rules import use_compiled_rules  # imports spaCy
 
     nlp = load_spacy(name)
     use_compiled_rules(nlp)

@@ -1,5 +1,5 @@
 """Relation aggregation stage: statements -> canonical ``Relation`` rows (one global
-step; the grouping is in ``kernels.summaries``).
+step; the grouping is in ``algorithms.summaries``).
 """
 
 import logging
@@ -8,7 +8,7 @@ from typing import Any
 
 import apache_beam as beam
 
-from kernels.summaries import aggregate_relations
+from algorithms.summaries import aggregate_relations
 from schemas import Relation, Statement
 from transforms.gather import Gather, batched_rows, single
 from transforms.tags import typed

@@ -50,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from benchmarks.experiments.parse_components import parse_inputs
-    from kernels.attribute_rules import FACTORY
+    from algorithms.attribute_rules import FACTORY
     from transforms.extract import load_parser, load_spacy
 
     try:

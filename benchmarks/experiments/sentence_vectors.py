@@ -5,7 +5,7 @@ Usage:
         --dataset ../shared/data/scifact [--cache /tmp/sentences.npz]
 
 An experiment on a built bundle, not a product feature. It splits every chunk
-into sentences (``kernels.chunk``), embeds them with the bundle's model
+into sentences (``algorithms.chunk``), embeds them with the bundle's model
 (sorted by length, batched; ``--cache`` keeps the vectors for a rerun), and
 scores, with exact search over all vectors and trec_eval through
 ``evidex.evaluation``, these dense arms and each one fused with the bundle's
@@ -43,7 +43,7 @@ BASELINES = ("chunk", "chunk + lexical")  # the product's dense arm and its defa
 
 def sentence_spans(texts: Sequence[str]) -> list[list[tuple[int, int]]]:
     """The ``[start, end)`` character spans of every sentence of each text."""
-    from kernels.chunk import paragraphs, sentences
+    from algorithms.chunk import paragraphs, sentences
 
     return [
         [span for paragraph in paragraphs(text) for span in sentences(text, paragraph)]

@@ -9,8 +9,8 @@ import unicodedata
 
 import pytest
 
-from kernels.extract import extract_from_doc
-from kernels.normalize import normalize_surface
+from algorithms.extract import extract_from_doc
+from algorithms.normalize import normalize_surface
 from schemas import normalize_text, revision_of
 from store.config import DEFAULT_SPACY_PIPELINE, ChunkConfig, IngestConfig
 from transforms.chunk import chunk_document

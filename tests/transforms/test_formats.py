@@ -108,7 +108,7 @@ def test_read_documents_handles_html_and_pdf(tmp_path):
 
 
 def test_html_code_and_tables_stay_structured_blocks():
-    from kernels.chunk import blocks
+    from algorithms.chunk import blocks
 
     html = (
         b"<html><body><h1>Guide</h1><p>Intro text here.</p>"

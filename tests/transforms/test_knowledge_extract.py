@@ -7,9 +7,9 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from kernels.acronyms import find_definitions
-from kernels.extract import extract_from_doc
-from kernels.normalize import distinguishing_tokens, normalize_surface
+from algorithms.acronyms import find_definitions
+from algorithms.extract import extract_from_doc
+from algorithms.normalize import distinguishing_tokens, normalize_surface
 from schemas import Chunk, chunk_id, register_coders
 from transforms.extract import (
     ACRONYMS,

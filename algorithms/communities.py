@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 
 import networkx as nx
 
-from kernels.graph import entity_graph, internal_edges, louvain_levels, weighted_degree
-from kernels.summaries import COOCCURRENCE
+from algorithms.graph import entity_graph, internal_edges, louvain_levels, weighted_degree
+from algorithms.summaries import COOCCURRENCE
 from schemas import Community, Relation, stable_id
 from store.config import KnowledgeConfig
 

@@ -8,11 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmarks.canonicalize import quality
-from kernels.canonicalize import MentionRef, canonicalize
-from kernels.communities import detect_communities
-from kernels.graph import entity_graph, internal_edges, louvain_levels, weighted_degree
-from kernels.normalize import normalize_surface
-from kernels.summaries import aggregate_relations, summary_sentence
+from algorithms.canonicalize import MentionRef, canonicalize
+from algorithms.communities import detect_communities
+from algorithms.graph import entity_graph, internal_edges, louvain_levels, weighted_degree
+from algorithms.normalize import normalize_surface
+from algorithms.summaries import aggregate_relations, summary_sentence
 from schemas import Relation, Statement, stable_id
 from store.config import KnowledgeConfig
 

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from kernels.normalize import normalize_surface
+from algorithms.normalize import normalize_surface
 from schemas import Chunk, Mention, Statement, stable_id
 
 NOUN_CHUNK = "NOUN_CHUNK"

@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kernels.normalize import normalize_surface, squashed
+from algorithms.normalize import normalize_surface, squashed
 from schemas import Entity, stable_id
 
 _PLACE = frozenset({"GPE", "LOC", "FAC"})

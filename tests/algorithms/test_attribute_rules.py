@@ -5,7 +5,7 @@ import spacy
 from spacy.attrs import DEP, LEMMA, MORPH, POS, TAG
 from spacy.tokens import Doc
 
-from kernels.attribute_rules import FACTORY, CompiledRules, use_compiled_rules
+from algorithms.attribute_rules import FACTORY, CompiledRules, use_compiled_rules
 from transforms.extract import load_parser, load_spacy
 
 COLUMNS = [TAG, POS, MORPH, LEMMA, DEP]

@@ -9,7 +9,7 @@ or whose subject and object are one entity, is left out.
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 
-from kernels.normalize import normalize_surface
+from algorithms.normalize import normalize_surface
 from schemas import Relation, Statement, stable_id
 
 COOCCURRENCE = "co-occurrence"

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 import networkx as nx
 from community import community_louvain
 
-from kernels.summaries import COOCCURRENCE
+from algorithms.summaries import COOCCURRENCE
 from schemas import Relation
 
 CATEGORY_WEIGHT = {COOCCURRENCE: 0.3}

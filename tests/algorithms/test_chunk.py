@@ -5,7 +5,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernels.chunk import (
+from algorithms.chunk import (
     blocks,
     chunk_spans,
     pack,
@@ -96,7 +96,7 @@ def test_chunks_cover_every_word_exactly_once_in_order(text, target, limit):
 
 
 def test_heading_paths_follow_markdown_nesting():
-    from kernels.chunk import heading_paths
+    from algorithms.chunk import heading_paths
 
     text = "# Guide\n\nIntro.\n\n## Limits\n\n### UPI Lite\n\nRs 500.\n\n## Fees\n\nNone.\n"
     starts = [0, text.index("Intro"), text.index("Rs 500"), text.index("None")]
