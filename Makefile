@@ -34,7 +34,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy schemas query validation
+	$(BIN)/mypy schemas query validation store
 
 test: lint
 	$(BIN)/pytest

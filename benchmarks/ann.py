@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from evidex.config import AnnConfig
+from store.config import AnnConfig
 
 NEIGHBOURS = 16
 MAX_MIX = 0.5

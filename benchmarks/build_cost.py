@@ -26,9 +26,9 @@ from collections.abc import Sequence
 
 import pyarrow.parquet as pq
 
-from evidex import bundles
-from evidex.config import DEFAULT_EMBED_BATCH, DEFAULT_EMBED_CHARS
-from evidex.models import force_offline, load_sentence_transformer, resolve_model
+from store import bundles
+from store.config import DEFAULT_EMBED_BATCH, DEFAULT_EMBED_CHARS
+from store.models import force_offline, load_sentence_transformer, resolve_model
 from transforms.embed import length_batches, length_bucket, text_key
 
 

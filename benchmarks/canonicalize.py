@@ -27,11 +27,11 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from evidex.config import KnowledgeConfig
-from evidex.models import force_offline, load_sentence_transformer, resolve_model
-from transforms.acronyms import find_definitions
-from transforms.canonical import Canonicalized, MentionRef, canonicalize
-from transforms.normalize import normalize_surface
+from algorithms.acronyms import find_definitions
+from algorithms.canonicalize import Canonicalized, MentionRef, canonicalize
+from algorithms.normalize import normalize_surface
+from store.config import KnowledgeConfig
+from store.models import force_offline, load_sentence_transformer, resolve_model
 
 ALIASES = os.path.join(os.path.dirname(__file__), "..", "tests", "data", "scifact_aliases.jsonl")
 SCIFACT = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "scifact")

@@ -17,9 +17,9 @@ from collections.abc import Sequence
 import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
 
-from evidex.config import ChunkConfig, IngestConfig
-from evidex.models import force_offline, resolve_model
 from schemas import register_coders
+from store.config import ChunkConfig, IngestConfig
+from store.models import force_offline, resolve_model
 from transforms.chunk import ChunkDocuments
 from transforms.ingest import ReadDocuments, pattern_and_root
 from transforms.tags import GOOD

@@ -104,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--k", type=int, default=10)
     args = parser.parse_args(argv)
 
-    from evidex.models import force_offline
+    from store.models import force_offline
 
     force_offline()
     from query import answer, load_bundle, retrieve

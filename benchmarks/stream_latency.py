@@ -20,8 +20,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from evidex.activation import read_active
-from evidex.models import force_offline
+from store.activation import read_active
+from store.models import force_offline
 
 SEED = "Barn owls hunt at night and locate mice by sound alone."
 NEW = [
@@ -50,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per file")
     args = parser.parse_args(own)
     force_offline()
-    from evidex.models import load_sentence_transformer, resolve_model
+    from store.models import load_sentence_transformer, resolve_model
 
     model = load_sentence_transformer(resolve_model(None))
     work = Path(tempfile.mkdtemp(prefix="evidex-stream-"))

@@ -1,3 +1,5 @@
 """evidex: grounded-retrieval bundles built with Apache Beam, queried for admitted evidence."""
 
-__version__ = "0.1.0"
+from store import __version__
+
+__all__ = ["__version__"]

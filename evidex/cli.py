@@ -18,7 +18,7 @@ from evidex import __version__
 
 logger = logging.getLogger("evidex")
 
-_OUR_LOGGERS = ("evidex", "transforms", "pipelines", "validation", "query")
+_OUR_LOGGERS = ("evidex", "store", "algorithms", "transforms", "pipelines", "validation", "query")
 DEMO_QUERIES = (
     "How do I read a gzip-compressed file?",
     "What does the with statement do?",
@@ -90,7 +90,7 @@ def _emit(payload: Any, as_json: bool, human: str) -> None:
 
 
 def _newest_bundle(root: str) -> str:
-    from evidex.bundles import BundleError, list_bundles
+    from store.bundles import BundleError, list_bundles
 
     found = list_bundles(root)
     if not found:
@@ -180,8 +180,8 @@ def _check_passthrough(parser: argparse.ArgumentParser, command: str, extra: lis
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from evidex.bundles import local_bundle, resolve_root, store_validation_report
-    from evidex.regression import read_cases
+    from store.bundles import local_bundle, resolve_root, store_validation_report
+    from store.regression import read_cases
     from validation import validate_bundle
 
     root = resolve_root(args.root)
@@ -203,8 +203,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_activate(args: argparse.Namespace) -> int:
-    from evidex.activation import activate
-    from evidex.bundles import resolve_root
+    from store.activation import activate
+    from store.bundles import resolve_root
 
     root = resolve_root(args.root)
     bundle_id = args.bundle or _newest_bundle(root)
@@ -216,8 +216,8 @@ def cmd_activate(args: argparse.Namespace) -> int:
 
 
 def cmd_rollback(args: argparse.Namespace) -> int:
-    from evidex.activation import rollback
-    from evidex.bundles import resolve_root
+    from store.activation import rollback
+    from store.bundles import resolve_root
 
     event = rollback(resolve_root(args.root), to=args.to)
     _emit(
@@ -229,9 +229,9 @@ def cmd_rollback(args: argparse.Namespace) -> int:
 
 
 def cmd_gc(args: argparse.Namespace) -> int:
-    from evidex import staging
-    from evidex.activation import gc
-    from evidex.bundles import resolve_root
+    from store import staging
+    from store.activation import gc
+    from store.bundles import resolve_root
 
     root = resolve_root(args.root)
     deleted = [] if args.keep is None else gc(root, keep=args.keep, dry_run=args.dry_run)
@@ -247,8 +247,8 @@ def cmd_gc(args: argparse.Namespace) -> int:
 
 
 def cmd_regression(args: argparse.Namespace) -> int:
-    from evidex.bundles import resolve_root
-    from evidex.regression import RegressionCase, add_case, read_cases
+    from store.bundles import resolve_root
+    from store.regression import RegressionCase, add_case, read_cases
 
     root = resolve_root(args.root)
     if args.action == "add":
@@ -266,8 +266,8 @@ def cmd_regression(args: argparse.Namespace) -> int:
 
 
 def _bundle_summary(root: str, bundle_id: str) -> dict[str, Any]:
-    from evidex import storage
-    from evidex.bundles import VALIDATION_REPORT, bundle_path, read_manifest
+    from store import storage
+    from store.bundles import VALIDATION_REPORT, bundle_path, read_manifest
 
     path = bundle_path(root, bundle_id)
     manifest = read_manifest(path)
@@ -287,8 +287,8 @@ def _bundle_summary(root: str, bundle_id: str) -> dict[str, Any]:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from evidex.activation import read_active, read_history
-    from evidex.bundles import list_bundles, resolve_root
+    from store.activation import read_active, read_history
+    from store.bundles import list_bundles, resolve_root
 
     root = resolve_root(args.root)
     active = read_active(root)
@@ -411,8 +411,8 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace, beam_args: list[str]) -> int:
     from evidex import evaluation
-    from evidex.bundles import resolve_root
     from query import open_bundle
+    from store.bundles import resolve_root
 
     dataset = evaluation.load_dataset(args.data, split=args.split)
     root = args.root or os.path.join(resolve_root(None), "eval", dataset.name)
@@ -462,8 +462,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from evidex.config import DEFAULT_TARGET_TOKENS
-    from evidex.staging import DEFAULT_STALE_AFTER_S
+    from store.config import DEFAULT_TARGET_TOKENS
+    from store.staging import DEFAULT_STALE_AFTER_S
 
     parser = argparse.ArgumentParser(
         prog="evidex", description=_DESCRIPTION, formatter_class=argparse.RawTextHelpFormatter
@@ -638,14 +638,14 @@ _BUILD_OWN = frozenset(
 
 
 def _add_build(sub: Any) -> None:
-    from evidex.config import (
+    from pipelines.options import add_build_arguments
+    from store.config import (
         DEFAULT_ACCESS_CLASS,
         DEFAULT_MAX_BAD_RATIO,
         DEFAULT_SOURCE_ROLE,
         DEFAULT_TARGET_TOKENS,
         STDLIB_CORPUS,
     )
-    from pipelines.options import add_build_arguments
 
     p = sub.add_parser(
         "build",

@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from evidex import bundles
-from evidex.config import BuildConfig, IngestConfig
+from store import bundles
+from store.config import BuildConfig, IngestConfig
 from transforms.ingest import IngestError, parse_jsonl_line
 
 logger = logging.getLogger(__name__)

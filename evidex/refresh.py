@@ -20,8 +20,8 @@ import time
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from evidex import storage
-from evidex.bundles import local_bundle, resolve_root, store_validation_report
+from store import storage
+from store.bundles import local_bundle, resolve_root, store_validation_report
 
 logger = logging.getLogger(__name__)
 
@@ -86,9 +86,9 @@ def refresh(input_pattern: str, root: str | None, build_args: Sequence[str] = ()
         root: bundle root.
         build_args: extra ``evidex build`` / Beam options.
     """
-    from evidex.activation import ActivationError, activate, read_active
-    from evidex.regression import read_cases
     from pipelines.build_index import BuildFailedError, run
+    from store.activation import ActivationError, activate, read_active
+    from store.regression import read_cases
     from validation import validate_bundle
 
     started = time.monotonic()

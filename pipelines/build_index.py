@@ -31,9 +31,13 @@ from apache_beam.options.pipeline_options import (
     _BeamArgumentParser,
 )
 
-from evidex import bundles, storage
-from evidex.activation import read_active
-from evidex.config import (
+from pipelines.knowledge import KNOWLEDGE_COUNTER, assemble_knowledge
+from pipelines.options import add_build_arguments
+from schemas import DEAD_LETTER_SCHEMA, DOCUMENT_SCHEMA, register_coders
+from schemas.manifest import Manifest, ModelFingerprint
+from store import bundles, storage
+from store.activation import read_active
+from store.config import (
     STDLIB_CORPUS,
     AnnConfig,
     BuildConfig,
@@ -43,18 +47,14 @@ from evidex.config import (
     KnowledgeConfig,
     LexicalConfig,
 )
-from evidex.models import (
+from store.models import (
     DEFAULT_MODEL,
     fingerprint,
     force_offline,
     load_sentence_transformer,
     resolve_model,
 )
-from evidex.staging import discard, heartbeat
-from pipelines.knowledge import KNOWLEDGE_COUNTER, assemble_knowledge
-from pipelines.options import add_build_arguments
-from schemas import DEAD_LETTER_SCHEMA, DOCUMENT_SCHEMA, register_coders
-from schemas.manifest import Manifest, ModelFingerprint
+from store.staging import discard, heartbeat
 from transforms.ann import BuildAnnIndex, BuildAnnPartitions
 from transforms.chunk import ChunkDocuments
 from transforms.delta import CHANGED, SplitByDelta, reusable_parent

@@ -8,8 +8,7 @@ from typing import Any
 
 import apache_beam as beam
 
-from evidex import bundles, storage
-from evidex.config import BuildConfig
+from algorithms.summaries import COOCCURRENCE
 from schemas import (
     COMMUNITY_SCHEMA,
     DEAD_LETTER_SCHEMA,
@@ -18,6 +17,8 @@ from schemas import (
     RELATION_SCHEMA,
     DeadLetter,
 )
+from store import bundles, storage
+from store.config import BuildConfig
 from transforms.ann import BuildAnnIndexes, keys_and_vectors
 from transforms.canonicalize import ASSIGNMENT, ENTITIES, NAMES, CanonicalizeEntities
 from transforms.communities import DetectCommunities
@@ -25,7 +26,7 @@ from transforms.delta import ReadKnownVectors
 from transforms.embed import EmbedTexts, text_key
 from transforms.extract import ACRONYMS, MENTIONS, STATEMENTS, ExtractKnowledge
 from transforms.gather import Gather
-from transforms.summaries import COOCCURRENCE, AggregateRelations
+from transforms.summaries import AggregateRelations
 from transforms.tags import BAD, GOOD
 from transforms.write import WriteTable, WriteTables, records_table, vector_rows_table
 

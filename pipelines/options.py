@@ -5,7 +5,7 @@ every command.
 
 from typing import Any
 
-from evidex.config import (
+from store.config import (
     DEFAULT_MAX_BAD_RATIO,
     DEFAULT_SPACY_PIPELINE,
     DEFAULT_TARGET_TOKENS,

@@ -12,8 +12,12 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from evidex.activation import read_active
-from evidex.bundles import (
+from query.encoder import Backend, QueryEncoder
+from query.knowledge import load_knowledge
+from query.lexical import LexicalIndex
+from schemas.manifest import Manifest
+from store.activation import read_active
+from store.bundles import (
     CHUNK_INDEX,
     CHUNKS,
     DOCUMENTS,
@@ -28,12 +32,8 @@ from evidex.bundles import (
     verify_files,
     verify_index_headers,
 )
-from evidex.config import ACCESS_CLASSES, SEARCH_EXPANSION, LexicalConfig
-from evidex.models import fingerprint, load_sentence_transformer, resolve_model
-from query.encoder import Backend, QueryEncoder
-from query.knowledge import load_knowledge
-from query.lexical import LexicalIndex
-from schemas.manifest import Manifest
+from store.config import ACCESS_CLASSES, SEARCH_EXPANSION, LexicalConfig
+from store.models import fingerprint, load_sentence_transformer, resolve_model
 
 logger = logging.getLogger(__name__)
 
@@ -182,7 +182,7 @@ def load_bundle(
     ``ACTIVE`` is read once; the returned object keeps using that immutable
     directory even if another bundle is activated meanwhile. Under an object-store
     root (``gs://…``) the bundle is read from a local copy made once per bundle
-    (see :func:`evidex.bundles.local_bundle`).
+    (see :func:`store.bundles.local_bundle`).
 
     Args:
         root: bundle root (default ``$EVIDEX_HOME`` or ``./.evidex``).

@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from evidex.bundles import COMMUNITIES, COMMUNITY_INDEX, ENTITIES, RELATION_INDEX, RELATIONS
-from evidex.config import SEARCH_EXPANSION
-from transforms.normalize import normalize_surface
+from algorithms.normalize import normalize_surface
+from store.bundles import COMMUNITIES, COMMUNITY_INDEX, ENTITIES, RELATION_INDEX, RELATIONS
+from store.config import SEARCH_EXPANSION
 
 Visible = Callable[[Sequence[str]], bool]
 # Predicates whose object is a single value: two different objects for one subject contradict.

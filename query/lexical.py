@@ -5,9 +5,9 @@ from typing import Any
 
 import numpy as np
 
-from evidex.config import LexicalConfig
-from evidex.lexical import LexicalTokenizer
-from evidex.npy import HEADER_LOCK
+from store.config import LexicalConfig
+from store.lexical import LexicalTokenizer
+from store.npy import HEADER_LOCK
 
 
 class LexicalIndex:
@@ -30,7 +30,7 @@ class LexicalIndex:
 
         if not os.path.isdir(directory):
             raise FileNotFoundError(f"bundle has no lexical index at {directory}")
-        with HEADER_LOCK:  # bm25s reads .npy headers (see evidex.npy)
+        with HEADER_LOCK:  # bm25s reads .npy headers (see store.npy)
             index = bm25s.BM25.load(directory, mmap=True, load_corpus=False, show_progress=False)
         return cls(index, LexicalTokenizer(config), rows)
 

@@ -39,7 +39,7 @@ class Reranker:
         Raises:
             RerankerNotAvailableError: the folder is missing or not a loadable model.
         """
-        from evidex.models import force_offline
+        from store.models import force_offline
 
         force_offline()
         from sentence_transformers import CrossEncoder

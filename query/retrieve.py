@@ -12,9 +12,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from evidex.config import ACCESS_CLASSES, EXACT_SEARCH_MAX_ROWS
 from query.bundle import LoadedBundle
 from query.fusion import SCORE_DECIMALS, ArmHit, Fused, fuse
+from store.config import ACCESS_CLASSES, EXACT_SEARCH_MAX_ROWS
 
 DEFAULT_DEPTH = 100
 
@@ -202,7 +202,7 @@ def retrieve(
 
     Raises:
         ValueError: empty query, non-positive ``k``, an unknown arm, or an access
-            class that is not one of ``evidex.config.ACCESS_CLASSES`` (a typo would
+            class that is not one of ``store.config.ACCESS_CLASSES`` (a typo would
             otherwise silently hide every chunk).
 
     ``k`` larger than the caller's eligible universe is allowed and costs no more

@@ -14,10 +14,10 @@ from typing import Any, Literal
 from fastapi import FastAPI, HTTPException
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from evidex import __version__
 from query.answer import answer
 from query.bundle import BundleReader, LoadedBundle
 from query.encoder import Backend
+from store import __version__
 
 MAX_QUERY_CHARS = 4000
 """Longest query accepted over HTTP (the model reads at most 256 tokens of it anyway)."""

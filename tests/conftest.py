@@ -33,14 +33,14 @@ TINY_CORPUS = {
 
 @pytest.fixture(scope="session")
 def model_path() -> str:
-    from evidex.models import default_model_path
+    from store.models import default_model_path
 
     return default_model_path()
 
 
 @pytest.fixture(scope="session")
 def st_model(model_path: str):
-    from evidex.models import load_sentence_transformer
+    from store.models import load_sentence_transformer
 
     return load_sentence_transformer(model_path)
 
@@ -100,8 +100,8 @@ def fresh_root(built_root: Path, tmp_path: Path) -> Path:
 @pytest.fixture(scope="session")
 def validated_root(built_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A root whose bundle ``b1`` passed validation and is active."""
-    from evidex.activation import activate
-    from evidex.bundles import bundle_path
+    from store.activation import activate
+    from store.bundles import bundle_path
     from validation import validate_bundle
 
     root = tmp_path_factory.mktemp("validated")
@@ -123,9 +123,9 @@ OTHER_CORPUS = {
 @pytest.fixture(scope="session")
 def two_bundle_root(validated_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A root with two validated bundles of disjoint corpora: ``b1`` (active) and ``b2``."""
-    from evidex.activation import activate
-    from evidex.bundles import bundle_path
     from pipelines.build_index import run
+    from store.activation import activate
+    from store.bundles import bundle_path
     from validation import validate_bundle
 
     root = tmp_path_factory.mktemp("two")

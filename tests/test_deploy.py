@@ -30,10 +30,10 @@ from apache_beam.options.pipeline_options import (
     PortableOptions,
 )
 
-from evidex.activation import read_active
-from evidex.bundles import VALIDATION_REPORT, bundle_path, list_bundles
-from evidex.regression import RegressionCase, add_case
 from pipelines.build_index import EvidexBuildOptions
+from store.activation import read_active
+from store.bundles import VALIDATION_REPORT, bundle_path, list_bundles
+from store.regression import RegressionCase, add_case
 
 REPO = Path(__file__).resolve().parents[1]
 DEPLOY = REPO / "deploy"
@@ -181,7 +181,17 @@ def test_dockerfile_builds_on_the_matching_beam_sdk_image():
     entry = re.search(r"^ENV FLEX_TEMPLATE_PYTHON_PY_FILE=(\S+)$", dockerfile, re.M)
     assert entry and image_path(entry.group(1)).is_file()
     copied = set(re.findall(r"^COPY (\w+) \./\1$", dockerfile, re.M))
-    packages = {"evidex", "schemas", "transforms", "pipelines", "validation", "query", "deploy"}
+    packages = {
+        "evidex",
+        "store",
+        "algorithms",
+        "schemas",
+        "transforms",
+        "pipelines",
+        "validation",
+        "query",
+        "deploy",
+    }
     assert packages <= copied
     assert 'ENTRYPOINT ["/opt/apache/beam/boot"]' in dockerfile
 
@@ -212,7 +222,16 @@ def test_setup_py_ships_every_evidex_package(tmp_path):
         info = archive.extractfile(f"{prefix}/PKG-INFO")
         assert info is not None
         requires = info.read().decode("utf-8")
-    for package in ("evidex", "schemas", "transforms", "pipelines", "validation", "query"):
+    for package in (
+        "evidex",
+        "store",
+        "algorithms",
+        "schemas",
+        "transforms",
+        "pipelines",
+        "validation",
+        "query",
+    ):
         assert f"{prefix}/{package}/__init__.py" in members, package
     assert f"{prefix}/pipelines/build_index.py" in members
     assert f"Requires-Dist: apache-beam=={apache_beam.__version__}" in requires

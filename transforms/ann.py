@@ -20,9 +20,9 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
-from evidex.bundles import partition_index
-from evidex.config import AnnConfig
 from schemas import EmbeddedChunk, ann_key
+from store.bundles import partition_index
+from store.config import AnnConfig
 from transforms.gather import CollectAll, Gather, single
 
 logger = logging.getLogger(__name__)

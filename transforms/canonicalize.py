@@ -1,6 +1,6 @@
 """Canonicalization stage: all mentions + acronym definitions -> ``Entity`` rows, and
 every mention with its ``entity_id`` (one global step; the algorithm is in
-``transforms.canonical``).
+``algorithms.canonicalize``).
 
 Memory bound: every mention of the corpus on one worker (about 300 bytes each),
 plus the embeddings of the names that are candidate spelling variants.
@@ -15,9 +15,9 @@ import numpy as np
 from apache_beam.pvalue import TaggedOutput
 from apache_beam.utils.shared import Shared
 
-from evidex.config import KnowledgeConfig
+from algorithms.canonicalize import MentionRef, canonicalize
 from schemas import Entity, Mention
-from transforms.canonical import MentionRef, canonicalize
+from store.config import KnowledgeConfig
 from transforms.gather import Gather, batched_rows
 from transforms.tags import typed
 
@@ -33,7 +33,7 @@ class _ModelHolder:
     """Weak-referenceable holder so ``Shared`` keeps one encoder per worker."""
 
     def __init__(self, model: str) -> None:
-        from evidex.models import load_sentence_transformer
+        from store.models import load_sentence_transformer
 
         self.model = load_sentence_transformer(model)
 

@@ -19,10 +19,10 @@ from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 from apache_beam.utils.shared import Shared
 
-from evidex.config import ChunkConfig
+from algorithms.chunk import Span, chunk_spans, heading_paths, markup_of, page_range
 from schemas import Chunk, DeadLetter, Document, chunk_id
+from store.config import ChunkConfig
 from transforms.progress import Progress
-from transforms.spans import Span, chunk_spans, heading_paths, markup_of, page_range
 from transforms.tags import BAD, GOOD, typed
 
 logger = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ class TokenCounter:
     @classmethod
     def load(cls, model: str) -> "TokenCounter":
         """Load the tokenizer of a sentence-transformers model folder or cached name."""
-        from evidex.models import force_offline
+        from store.models import force_offline
 
         force_offline()
         from transformers import AutoTokenizer
@@ -129,7 +129,7 @@ class SentenceVectors:
     @classmethod
     def load(cls, model: str) -> "SentenceVectors":
         """Load the sentence-transformers model at ``model`` (name or local path)."""
-        from evidex.models import load_sentence_transformer
+        from store.models import load_sentence_transformer
 
         return cls(load_sentence_transformer(model))
 

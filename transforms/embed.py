@@ -29,8 +29,8 @@ from apache_beam.ml.inference.base import (
     RunInference,
 )
 
-from evidex.config import DEFAULT_EMBED_BATCH, DEFAULT_EMBED_CHARS
 from schemas import DeadLetter, EmbeddedChunk
+from store.config import DEFAULT_EMBED_BATCH, DEFAULT_EMBED_CHARS
 from transforms.progress import Progress
 from transforms.tags import BAD, GOOD, typed
 
@@ -68,7 +68,7 @@ class SentenceTransformerHandler(ModelHandler[tuple[str, str], PredictionResult,
         self._embedded = Metrics.counter(STAGE, counter)
 
     def load_model(self) -> Any:
-        from evidex.models import load_sentence_transformer
+        from store.models import load_sentence_transformer
 
         return load_sentence_transformer(self._model)
 

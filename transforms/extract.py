@@ -18,12 +18,12 @@ from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 from apache_beam.utils.shared import Shared
 
+from algorithms.acronyms import find_definitions
+from algorithms.extract import Lemmatize, extract_from_doc
+from algorithms.normalize import normalize_surface
 from schemas import Chunk, DeadLetter, Mention, Statement
-from transforms.acronyms import find_definitions
-from transforms.normalize import normalize_surface
 from transforms.offload import SplitRunner
 from transforms.progress import Progress
-from transforms.relations import Lemmatize, extract_from_doc
 from transforms.tags import BAD, typed
 
 logger = logging.getLogger(__name__)
@@ -68,13 +68,13 @@ def load_parser(name: str) -> Parser:
     the lemmatizer is disabled in the pipeline and applied to those tokens only
     (the same lemmas: a lemma another component set still wins). That takes
     about a sixth off the parse of every chunk. The attribute ruler's patterns
-    are matched by lookup (:mod:`transforms.attribute_rules`; the same attributes),
+    are matched by lookup (:mod:`algorithms.attribute_rules`; the same attributes),
     which takes off a further tenth.
 
     Raises:
         ImportError: the pipeline is not installed (see :func:`load_spacy`).
     """
-    from transforms.attribute_rules import use_compiled_rules  # imports spaCy
+    from algorithms.attribute_rules import use_compiled_rules  # imports spaCy
 
     nlp = load_spacy(name)
     use_compiled_rules(nlp)

@@ -101,7 +101,7 @@ def _keep_structured_blocks(body: Any) -> dict[str, str]:
     paragraphs; return their text.
 
     Code becomes a fenced block with its line breaks; a table becomes ``| a | b |``
-    rows, so the chunker keeps both whole (see :func:`transforms.spans.blocks`).
+    rows, so the chunker keeps both whole (see :func:`algorithms.chunk.blocks`).
     """
     kept: dict[str, str] = {}
     for i, table in enumerate(body.find_all("table")):

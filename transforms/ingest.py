@@ -18,12 +18,12 @@ from apache_beam.io import fileio
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import PBegin, TaggedOutput
 
-from evidex.config import ACCESS_CLASSES, SOURCE_ROLES, IngestConfig
+from algorithms.chunk import headings, markup_of
 from schemas import DeadLetter, Document, normalize_text, revision_of
+from store.config import ACCESS_CLASSES, SOURCE_ROLES, IngestConfig
 from transforms.formats import HTML_SUFFIXES, PDF_SUFFIXES, html_to_text, pdf_to_text
 from transforms.ingest_errors import IngestError
 from transforms.sidecar import split_front_matter
-from transforms.spans import headings, markup_of
 from transforms.tags import BAD, GOOD, typed
 
 logger = logging.getLogger(__name__)

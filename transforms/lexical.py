@@ -23,8 +23,8 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from evidex.config import LexicalConfig
-from evidex.lexical import LexicalTokenizer
+from store.config import LexicalConfig
+from store.lexical import LexicalTokenizer
 from transforms.gather import CollectAll
 
 logger = logging.getLogger(__name__)

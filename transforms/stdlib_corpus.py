@@ -17,8 +17,8 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import PBegin, TaggedOutput
 
-from evidex.config import IngestConfig
 from schemas import DeadLetter, Document
+from store.config import IngestConfig
 from transforms.ingest import IngestError, make_document
 from transforms.tags import BAD, GOOD, typed
 

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from evidex.bundles import embedding_matrix
+from store.bundles import embedding_matrix
 
 
 def documents_frame(path: str) -> pd.DataFrame:

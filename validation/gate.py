@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
-from evidex.bundles import (
+from store.bundles import (
     CHUNK_INDEX,
     CHUNKS,
     COMMUNITIES,
@@ -34,8 +34,8 @@ from evidex.bundles import (
     verify_files,
     verify_index_headers,
 )
-from evidex.config import ACCESS_CLASSES, SEARCH_EXPANSION, SOURCE_ROLES
-from evidex.regression import RegressionCase
+from store.config import ACCESS_CLASSES, SEARCH_EXPANSION, SOURCE_ROLES
+from store.regression import RegressionCase
 from validation import frames, knowledge, suites
 
 logger = logging.getLogger(__name__)

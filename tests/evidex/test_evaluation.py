@@ -4,8 +4,8 @@ import os
 import pytest
 
 from evidex import evaluation
-from evidex.bundles import list_bundles
 from evidex.cli import main
+from store.bundles import list_bundles
 
 CORPUS = [
     {

@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from evidex.activation import ActivationError, activate, read_active
-from evidex.bundles import bundle_path, list_bundles, verify_bundle
 from query import load_bundle, retrieve
+from store.activation import ActivationError, activate, read_active
+from store.bundles import bundle_path, list_bundles, verify_bundle
 
 KILL_POINTS = 20
 QUERIES = ("Which river reaches the Black Sea?", "How is green tea made?")

@@ -5,9 +5,9 @@ import pyarrow.parquet as pq
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from evidex.activation import read_active
-from evidex.bundles import bundle_path, list_bundles, read_manifest, sha256_file, verify_files
 from pipelines.build_index import BuildFailedError, run, spacy_processes
+from store.activation import read_active
+from store.bundles import bundle_path, list_bundles, read_manifest, sha256_file, verify_files
 from tests.conftest import TINY_CORPUS, write_corpus
 from transforms.offload import available_cores
 

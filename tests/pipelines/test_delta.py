@@ -6,8 +6,8 @@ import shutil
 import pyarrow.parquet as pq
 import pytest
 
-from evidex.bundles import bundle_path, sha256_file
 from pipelines.build_index import run
+from store.bundles import bundle_path, sha256_file
 from tests.conftest import TINY_CORPUS, write_corpus
 
 

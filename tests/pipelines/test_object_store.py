@@ -12,9 +12,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from evidex import storage
-from evidex.activation import ActivationError, activate, read_active, read_history, rollback
-from evidex.bundles import (
+from evidex.cli import main
+from store import storage
+from store.activation import ActivationError, activate, read_active, read_history, rollback
+from store.bundles import (
     CHUNKS,
     MANIFEST,
     VALIDATION_REPORT,
@@ -23,8 +24,7 @@ from evidex.bundles import (
     local_bundle,
     read_manifest,
 )
-from evidex.cli import main
-from evidex.pointer import ObjectPointerStore, PointerConflictError
+from store.pointer import ObjectPointerStore, PointerConflictError
 
 BUCKET = "evidex-test"
 

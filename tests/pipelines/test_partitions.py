@@ -8,10 +8,10 @@ partition threshold is lowered to one chunk so that both classes get a partition
 import numpy as np
 import pytest
 
-from evidex.bundles import partition_index, read_manifest
 from pipelines.build_index import run
 from query import open_bundle
 from query.retrieve import dense_arm, visible_rows
+from store.bundles import partition_index, read_manifest
 from validation import validate_bundle
 
 INTERNAL = ("river.md", "bread.txt", "bike-1")

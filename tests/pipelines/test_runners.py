@@ -22,8 +22,9 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.runner import PipelineResult
 
-from evidex.activation import read_active
-from evidex.bundles import (
+from pipelines.build_index import STAGES, run
+from store.activation import read_active
+from store.bundles import (
     CHUNK_INDEX,
     CHUNKS,
     DOCUMENTS,
@@ -36,7 +37,6 @@ from evidex.bundles import (
     sha256_file,
     staging_path,
 )
-from pipelines.build_index import STAGES, run
 
 # Files that must be byte-identical to the in-process build (rows are sorted by id and
 # embedding batches are fixed by content, so the runner must not change a single byte).

@@ -11,9 +11,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from evidex.activation import read_active
-from evidex.bundles import bundle_path
 from evidex.refresh import read_state
+from store.activation import read_active
+from store.bundles import bundle_path
 
 DOCS = {
     "owls.md": "# Owls\n\nBarn owls hunt at night and locate mice by sound alone.",

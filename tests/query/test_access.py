@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from evidex.config import AnnConfig, LexicalConfig
 from query.bundle import LoadedBundle
 from query.fusion import fuse
 from query.lexical import LexicalIndex
 from query.retrieve import dense_arm, lexical_arm, visible_rows
+from store.config import AnnConfig, LexicalConfig
 from transforms.ann import build_index
 from transforms.lexical import build_bm25
 

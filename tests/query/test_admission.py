@@ -90,8 +90,8 @@ def test_unknown_without_evidence_or_out_of_scope():
 
 @pytest.fixture(scope="module")
 def ner():
-    from evidex.config import DEFAULT_SPACY_PIPELINE
     from query.ner import QueryEntities
+    from store.config import DEFAULT_SPACY_PIPELINE
 
     return QueryEntities.load(DEFAULT_SPACY_PIPELINE)
 

@@ -141,7 +141,7 @@ def test_a_knowledge_proposal_breaks_a_tie_in_the_fused_score():
 
 
 def test_a_bundle_without_knowledge_reports_contradictions_unchecked(built_root, query_encoder):
-    from evidex.bundles import bundle_path
+    from store.bundles import bundle_path
 
     plain = open_bundle(bundle_path(str(built_root), "b1"), model=query_encoder)
     plain.knowledge = None  # as a bundle built with --knowledge=false
@@ -152,7 +152,7 @@ def test_a_bundle_without_knowledge_reports_contradictions_unchecked(built_root,
 
 
 def test_readers_search_with_the_qualified_expansion(bundle):
-    from evidex.config import SEARCH_EXPANSION
+    from store.config import SEARCH_EXPANSION
 
     assert bundle.index.expansion_search == SEARCH_EXPANSION == 128
     assert bundle.knowledge.relations.index.expansion_search == SEARCH_EXPANSION

@@ -6,8 +6,8 @@ import sys
 import numpy as np
 import pytest
 
-from evidex.bundles import MANIFEST, BundleIntegrityError, BundleVersionError, bundle_path
 from query import ModelMismatchError, NoActiveBundleError, load_bundle, retrieve
+from store.bundles import MANIFEST, BundleIntegrityError, BundleVersionError, bundle_path
 
 
 @pytest.fixture(scope="module")

@@ -3,8 +3,8 @@ import shutil
 import pytest
 from fastapi.testclient import TestClient
 
-from evidex.activation import activate
 from query.server import create_app
+from store.activation import activate
 
 
 @pytest.fixture

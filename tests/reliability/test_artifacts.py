@@ -16,8 +16,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from evidex.activation import ActivationError, activate, read_active
-from evidex.bundles import (
+from query import open_bundle
+from store.activation import ActivationError, activate, read_active
+from store.bundles import (
     MANIFEST,
     BundleIntegrityError,
     UnsafeArtifactError,
@@ -26,7 +27,6 @@ from evidex.bundles import (
     verify_artifacts,
     verify_bundle,
 )
-from query import open_bundle
 
 
 @pytest.fixture
@@ -119,7 +119,7 @@ def test_a_manifest_path_outside_the_bundle_is_refused(root, no_loading, monkeyp
     (bundle / MANIFEST).write_text(json.dumps(manifest))
     opened: list[str] = []
     real_sha = sha256_file
-    monkeypatch.setattr("evidex.bundles.sha256_file", lambda p: opened.append(p) or real_sha(p))
+    monkeypatch.setattr("store.bundles.sha256_file", lambda p: opened.append(p) or real_sha(p))
     _refused(root, UnsafeArtifactError, "outside the bundle directory")
     assert opened == []  # nothing outside was even hashed
 

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import uvicorn
 
-from evidex.activation import activate, rollback
 from query.server import create_app
+from store.activation import activate, rollback
 
 CLIENTS = 16
 LOAD_SECONDS = 60.0

@@ -19,9 +19,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from evidex.activation import read_active
-from evidex.bundles import list_bundles
 from pipelines.build_index import BuildFailedError, run
+from store.activation import read_active
+from store.bundles import list_bundles
 from tests.conftest import write_corpus
 
 GOOD = {

@@ -17,9 +17,9 @@ import typing
 import pytest
 from fastapi.testclient import TestClient
 
-from evidex.config import ACCESS_CLASSES
 from query import answer, load_bundle, retrieve
 from query.server import MAX_BODY_BYTES, MAX_K, MAX_QUERY_CHARS, AccessClass, create_app
+from store.config import ACCESS_CLASSES
 
 LONG = "gzip " * 20_480  # 100 KiB
 

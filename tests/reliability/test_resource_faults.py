@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 
 import transforms.write
-from evidex.activation import ActivationError, activate, read_active
-from evidex.bundles import list_bundles
 from evidex.cli import main as evidex_main
 from pipelines.build_index import BuildFailedError, run
+from store.activation import ActivationError, activate, read_active
+from store.bundles import list_bundles
 
 
 def _snapshot(root: Path) -> tuple:

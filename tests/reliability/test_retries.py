@@ -26,8 +26,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
 from apache_beam.runners.direct.executor import TransformExecutor
 
-from evidex.config import ChunkConfig, IngestConfig
 from schemas import CHUNK_SCHEMA, register_coders
+from store.config import ChunkConfig, IngestConfig
 from tests.conftest import TINY_CORPUS
 from transforms.chunk import _ChunkDocumentFn
 from transforms.ingest import make_document

@@ -9,13 +9,13 @@ import unicodedata
 
 import pytest
 
-from evidex.config import DEFAULT_SPACY_PIPELINE, ChunkConfig, IngestConfig
+from algorithms.extract import extract_from_doc
+from algorithms.normalize import normalize_surface
 from schemas import normalize_text, revision_of
+from store.config import DEFAULT_SPACY_PIPELINE, ChunkConfig, IngestConfig
 from transforms.chunk import chunk_document
 from transforms.extract import load_spacy
 from transforms.ingest import make_document
-from transforms.normalize import normalize_surface
-from transforms.relations import extract_from_doc
 
 HOSTILE_TEXT = (
     "# Zürich and the Danube\n\n"

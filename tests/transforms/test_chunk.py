@@ -7,8 +7,8 @@ from apache_beam.testing.util import assert_that, equal_to
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evidex.config import ChunkConfig, IngestConfig
 from schemas import chunk_id, register_coders
+from store.config import ChunkConfig, IngestConfig
 from transforms.chunk import ChunkDocuments, chunk_document
 from transforms.ingest import make_document
 from transforms.tags import BAD, GOOD

@@ -5,8 +5,8 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from evidex.config import IngestConfig
 from schemas import register_coders
+from store.config import IngestConfig
 from tests.conftest import write_corpus
 from transforms.formats import html_to_text, pdf_to_text
 from transforms.ingest import IngestError, ReadDocuments, pattern_and_root
@@ -109,7 +109,7 @@ def test_read_documents_handles_html_and_pdf(tmp_path):
 
 
 def test_html_code_and_tables_stay_structured_blocks():
-    from transforms.spans import blocks
+    from algorithms.chunk import blocks
 
     html = (
         b"<html><body><h1>Guide</h1><p>Intro text here.</p>"
@@ -123,7 +123,7 @@ def test_html_code_and_tables_stay_structured_blocks():
 
 
 def test_html_code_and_hash_paragraphs_never_become_headings():
-    from transforms.spans import heading_paths
+    from algorithms.chunk import heading_paths
 
     page = b"""<html><head></head><body><h2>Porting notes</h2>
 <pre>#  define SET_BINARY_MODE(file)

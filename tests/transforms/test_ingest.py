@@ -5,8 +5,8 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from evidex.config import IngestConfig
 from schemas import register_coders, revision_of
+from store.config import IngestConfig
 from tests.conftest import write_corpus
 from transforms.ingest import (
     IngestError,

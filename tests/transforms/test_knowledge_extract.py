@@ -7,8 +7,10 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
+from algorithms.acronyms import find_definitions
+from algorithms.extract import extract_from_doc
+from algorithms.normalize import distinguishing_tokens, normalize_surface
 from schemas import Chunk, chunk_id, register_coders
-from transforms.acronyms import find_definitions
 from transforms.extract import (
     ACRONYMS,
     MENTIONS,
@@ -20,9 +22,7 @@ from transforms.extract import (
     load_parser,
     load_spacy,
 )
-from transforms.normalize import distinguishing_tokens, normalize_surface
 from transforms.offload import SplitRunner
-from transforms.relations import extract_from_doc
 
 
 @pytest.fixture(scope="module")
@@ -266,8 +266,8 @@ def test_unknown_spacy_pipeline_names_the_package_to_install():
 
 
 def test_file_names_paths_urls_and_identifiers_are_their_own_kind(nlp):
-    from transforms.canonical import MentionRef, canonicalize
-    from transforms.relations import technical_label
+    from algorithms.canonicalize import MentionRef, canonicalize
+    from algorithms.extract import technical_label
 
     text = "To install pip, download get-pip.py\n  and run it with Python from the shell."
     chunk = chunk_of(text)

@@ -2,8 +2,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from evidex.config import LexicalConfig
-from evidex.lexical import LexicalTokenizer
+from store.config import LexicalConfig
+from store.lexical import LexicalTokenizer
 from transforms.lexical import build_bm25, context_texts
 
 

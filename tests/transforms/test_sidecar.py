@@ -3,8 +3,8 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from evidex.config import IngestConfig
 from schemas import register_coders
+from store.config import IngestConfig
 from tests.conftest import write_corpus
 from transforms.ingest import ReadDocuments, pattern_and_root
 from transforms.sidecar import SidecarError, parse_sidecar, split_front_matter

@@ -2,8 +2,8 @@ import apache_beam as beam
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from evidex.config import IngestConfig
 from schemas import register_coders, revision_of
+from store.config import IngestConfig
 from transforms.ingest import IngestError
 from transforms.stdlib_corpus import (
     MODULE_PREFIX,

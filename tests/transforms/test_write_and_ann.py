@@ -8,7 +8,6 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from usearch.index import Index
 
-from evidex.config import AnnConfig
 from schemas import (
     DEAD_LETTER_SCHEMA,
     Chunk,
@@ -18,6 +17,7 @@ from schemas import (
     chunk_id,
     register_coders,
 )
+from store.config import AnnConfig
 from transforms.ann import (
     AnnKeyCollisionError,
     BuildAnnIndex,

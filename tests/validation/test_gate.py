@@ -5,9 +5,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from evidex.activation import ActivationError, check_validated
-from evidex.bundles import CHUNKS, MANIFEST, bundle_path, read_manifest, sha256_file
 from schemas.manifest import FileEntry
+from store.activation import ActivationError, check_validated
+from store.bundles import CHUNKS, MANIFEST, bundle_path, read_manifest, sha256_file
 from validation import validate_bundle
 from validation.gate import ann_checks
 
@@ -106,7 +106,7 @@ def test_ann_qualification_handles_tiny_indexes(tmp_path, n):
     """A one-document bundle has one vector: search returns 1-D keys, which must still score."""
     import numpy as np
 
-    from evidex.config import AnnConfig
+    from store.config import AnnConfig
     from transforms.ann import build_index
     from validation.gate import ann_checks
 

@@ -1,0 +1,233 @@
+"""Entity canonicalization: mentions -> entities with aliases (pure, deterministic).
+
+Contract: the same mentions and acronym definitions, in any order, give the same
+entities, ids and assignment. Nothing is compared all-pairs:
+
+1. *Units* are ``(normalized form, type class)``; units whose forms agree once
+   spaces are removed (``micro RNA`` / ``microRNA``) and whose types are
+   compatible merge.
+2. *Acronyms* merge with the expansion the corpus itself states for them
+   ("body mass index (BMI)"), when one expansion dominates (two thirds of the
+   definitions); an ambiguous short form stays on its own.
+3. *Spelling variants* (``tumour`` / ``tumor``) are found by blocking on
+   one-character-deletion keys of a single word, other words fixed; a block
+   larger than ``max_block`` is skipped. A candidate pair merges only if the
+   differing words are digit-free, at least five letters, share their first
+   letter, and the two names' embeddings are at least ``similarity`` apart in
+   cosine. Names that differ in a word ("UPI" / "UPI Lite") or a number
+   ("IL-6" / "IL-10") are never candidates.
+
+Clusters come from union-find; each gets its most frequent surface as name.
+"""
+
+import itertools
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+from algorithms.normalize import normalize_surface, squashed
+from schemas import Entity, stable_id
+
+_PLACE = frozenset({"GPE", "LOC", "FAC"})
+_MIN_VARIANT_WORD = 5
+_ACRONYM_DOMINANCE = 2 / 3
+
+Embed = Callable[[list[str]], np.ndarray]
+
+
+class MentionRef(NamedTuple):
+    """What canonicalization needs of a mention."""
+
+    mention_id: str
+    text: str
+    label: str
+    norm: str
+    chunk_id: str
+
+
+class Canonicalized(NamedTuple):
+    """Entities sorted by id, and each mention id's entity id."""
+
+    entities: list[Entity]
+    assignment: dict[str, str]
+
+
+def type_class(label: str) -> str:
+    """Coarse type: ``person``, ``place`` or ``thing`` (everything else)."""
+    if label == "PERSON":
+        return "person"
+    return "place" if label in _PLACE else "thing"
+
+
+class _UnionFind:
+    """Union-find whose root is always the smallest member: order-independent."""
+
+    def __init__(self, items: Iterable[tuple[str, str]]) -> None:
+        self.parent = {item: item for item in items}
+
+    def find(self, item: tuple[str, str]) -> tuple[str, str]:
+        root = item
+        while self.parent[root] != root:
+            root = self.parent[root]
+        while self.parent[item] != root:
+            self.parent[item], item = root, self.parent[item]
+        return root
+
+    def union(self, a: tuple[str, str], b: tuple[str, str]) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            low, high = sorted((ra, rb))
+            self.parent[high] = low
+
+
+def _merge_compatible(uf: _UnionFind, units: list[tuple[str, str]], counts: Counter) -> None:
+    """Merge units that are the same name; ``thing`` joins the larger of person/place."""
+    by_class: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for unit in sorted(units):
+        by_class[unit[1]].append(unit)
+    for members in by_class.values():
+        for other in members[1:]:
+            uf.union(members[0], other)
+    typed = [c for c in ("person", "place") if c in by_class]
+    if "thing" in by_class and typed:
+        best = max(typed, key=lambda c: (sum(counts[u] for u in by_class[c]), c))
+        uf.union(by_class["thing"][0], by_class[best][0])
+
+
+def _dominant_expansions(acronyms: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """Short-form key -> long-form key, where one stated expansion dominates."""
+    stated: dict[str, Counter] = defaultdict(Counter)
+    for short, long in acronyms:
+        stated[squashed(short)][squashed(long)] += 1
+    dominant = {}
+    for short, longs in stated.items():
+        (top, n), *rest = sorted(longs.items(), key=lambda kv: (-kv[1], kv[0]))
+        if n >= _ACRONYM_DOMINANCE * sum(longs.values()) and (not rest or rest[0][1] < n):
+            dominant[short] = top
+    return dominant
+
+
+def _deletion_keys(norm: str) -> Iterable[str]:
+    words = norm.split(" ")
+    for i, word in enumerate(words):
+        if len(word) < _MIN_VARIANT_WORD or not word.isalpha():
+            continue
+        before, after = " ".join(words[:i]), " ".join(words[i + 1 :])
+        for variant in {word, *(word[:j] + word[j + 1 :] for j in range(len(word)))}:
+            yield f"{len(words)}|{i}|{before}|{variant}|{after}"
+
+
+def _one_edit_apart(a: str, b: str) -> bool:
+    """Words at Levenshtein distance exactly one, sharing their first letter."""
+    if a == b or a[0] != b[0] or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        return sum(x != y for x, y in zip(a, b, strict=True)) == 1
+    short, long = sorted((a, b), key=len)
+    return any(long[:j] + long[j + 1 :] == short for j in range(len(long)))
+
+
+def _variant_pairs(norms: Sequence[str], max_block: int) -> list[tuple[str, str]]:
+    blocks: dict[str, list[str]] = defaultdict(list)
+    for norm in norms:
+        for key in _deletion_keys(norm):
+            blocks[key].append(norm)
+    pairs = set()
+    for members in blocks.values():
+        if len(members) < 2 or len(members) > max_block:
+            continue
+        for a, b in itertools.combinations(sorted(set(members)), 2):
+            wa, wb = a.split(" "), b.split(" ")
+            diff = [(x, y) for x, y in zip(wa, wb, strict=True) if x != y]
+            if len(diff) == 1 and _one_edit_apart(*diff[0]):
+                pairs.add((a, b))
+    return sorted(pairs)
+
+
+def _similar(pairs: list[tuple[str, str]], embed: Embed | None, threshold: float) -> list[bool]:
+    if not pairs or embed is None:
+        return [False] * len(pairs)
+    names = sorted({n for pair in pairs for n in pair})
+    vectors = np.asarray(embed(names), dtype=np.float32)
+    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    row = {n: i for i, n in enumerate(names)}
+    return [float(vectors[row[a]] @ vectors[row[b]]) >= threshold for a, b in pairs]
+
+
+def _entity(members: list[MentionRef], classes: Counter) -> Entity:
+    # Names and aliases are whitespace-normalized: a mention's exact text may hold a
+    # line break and indentation; its span, not the name, is what quotes it.
+    surfaces = Counter(" ".join(m.text.split()) for m in members)
+    aliases = sorted(surfaces.items(), key=lambda kv: (-kv[1], -len(kv[0]), kv[0]))
+    name = aliases[0][0]
+    label = sorted(Counter(m.label for m in members).items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+    tclass = sorted(classes.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+    norm = normalize_surface(name) or name.casefold()
+    return Entity(
+        entity_id=stable_id("entity", norm, tclass),
+        name=name,
+        label=label,
+        norm=norm,
+        mention_count=len(members),
+        aliases=[surface for surface, _ in aliases],
+        alias_counts=[count for _, count in aliases],
+        chunk_ids=sorted({m.chunk_id for m in members}),
+    )
+
+
+def canonicalize(
+    mentions: Iterable[MentionRef],
+    acronyms: Iterable[tuple[str, str]] = (),
+    *,
+    embed: Embed | None = None,
+    similarity: float = 0.85,
+    max_block: int = 64,
+) -> Canonicalized:
+    """Cluster mentions into canonical entities.
+
+    Args:
+        mentions: every mention of the corpus (any order).
+        acronyms: ``(short_norm, long_norm)`` definitions stated in the corpus.
+        embed: names -> vectors (n x d); without it, spelling variants never merge.
+        similarity: cosine threshold for merging spelling variants.
+        max_block: skip variant blocks larger than this.
+
+    Returns:
+        Entities sorted by id and the mention -> entity assignment.
+    """
+    by_unit: dict[tuple[str, str], list[MentionRef]] = defaultdict(list)
+    for m in mentions:
+        by_unit[(m.norm, type_class(m.label))].append(m)
+    counts = Counter({unit: len(ms) for unit, ms in by_unit.items()})
+    uf = _UnionFind(sorted(by_unit))
+    by_key: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for unit in sorted(by_unit):
+        by_key[squashed(unit[0])].append(unit)
+    for units in by_key.values():
+        _merge_compatible(uf, units, counts)
+    for short, long in sorted(_dominant_expansions(acronyms).items()):
+        if short in by_key and long in by_key:
+            uf.union(by_key[short][0], by_key[long][0])
+    heads = sorted({min(units, key=lambda u: (-counts[u], u))[0] for units in by_key.values()})
+    pairs = _variant_pairs(heads, max_block)
+    for (a, b), ok in zip(pairs, _similar(pairs, embed, similarity), strict=True):
+        if ok:
+            uf.union(by_key[squashed(a)][0], by_key[squashed(b)][0])
+    clusters: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
+    for unit in sorted(by_unit):
+        clusters[uf.find(unit)].append(unit)
+    entities: dict[str, Entity] = {}
+    assignment: dict[str, str] = {}
+    for units in clusters.values():
+        members = sorted((m for u in units for m in by_unit[u]), key=lambda m: m.mention_id)
+        classes = Counter({u[1]: 0 for u in units})
+        for u in units:
+            classes[u[1]] += counts[u]
+        entity = _entity(members, classes)
+        if entity.entity_id in entities:  # a name shared by person and place clusters
+            entity = entity._replace(entity_id=stable_id("entity", entity.norm, units[0]))
+        entities[entity.entity_id] = entity
+        assignment.update((m.mention_id, entity.entity_id) for m in members)
+    return Canonicalized([entities[k] for k in sorted(entities)], assignment)

@@ -1,0 +1,88 @@
+"""Canonical relations: statements grouped by (subject, predicate, object) entity,
+each with one summary sentence and its supporting chunks and sentences (pure).
+
+Contract: the same statements, assignment and entities in any order give the same
+relations and ids. A statement whose subject (or object) mention has no entity,
+or whose subject and object are one entity, is left out.
+"""
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+
+from algorithms.normalize import normalize_surface
+from schemas import Relation, Statement, stable_id
+
+COOCCURRENCE = "co-occurrence"
+_PREDICATE_WORDS = {"per_txn_limit": "per-transaction limit", "is_a": "is a"}
+
+
+def predicate_words(predicate: str) -> str:
+    """How a predicate reads in a sentence: ``per_txn_limit`` -> ``per-transaction limit``."""
+    if predicate in _PREDICATE_WORDS:
+        return _PREDICATE_WORDS[predicate]
+    if predicate.endswith("_limit") and predicate.startswith("per_"):
+        return f"per-{predicate[4:-6]} limit"
+    return predicate.replace("_", " ")
+
+
+def summary_sentence(subject: str, predicate: str, obj: str) -> str:
+    """``"UPI Lite — per-transaction limit — 500 INR"``."""
+    return f"{subject} — {predicate_words(predicate)} — {obj}"
+
+
+def _combined_confidence(values: Iterable[float]) -> float:
+    """Noisy-or of independent statements' confidences."""
+    miss = 1.0
+    for value in values:
+        miss *= 1.0 - value
+    return round(1.0 - miss, 6)
+
+
+def aggregate_relations(
+    statements: Iterable[Statement],
+    assignment: Mapping[str, str],
+    names: Mapping[str, str],
+) -> list[Relation]:
+    """Group statements into canonical relations, sorted by id.
+
+    Args:
+        statements: every statement of the corpus.
+        assignment: mention id -> entity id.
+        names: entity id -> canonical name.
+    """
+    groups: dict[tuple[str, str, str], list[Statement]] = defaultdict(list)
+    for s in statements:
+        subject = assignment.get(s.subject_mention_id)
+        if s.object_mention_id is None:
+            obj = "literal:" + (normalize_surface(s.object_text) or s.object_text)
+        else:
+            obj = assignment.get(s.object_mention_id, "")
+        if subject is None or not obj or obj == subject:
+            continue
+        groups[(subject, s.predicate, obj)].append(s)
+    relations = []
+    for (subject, predicate, obj), members in groups.items():
+        members = sorted(members, key=lambda s: s.statement_id)
+        object_id = None if obj.startswith("literal:") else obj
+        object_text = names[object_id] if object_id else members[0].object_text
+        categories = Counter(s.category for s in members)
+        category = sorted(categories.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+        sentences = sorted({(s.doc_id, s.sentence_start, s.sentence_end) for s in members})
+        relations.append(
+            Relation(
+                relation_id=stable_id("relation", subject, predicate, obj),
+                subject_id=subject,
+                predicate=predicate,
+                object_id=object_id,
+                object_text=object_text,
+                category=category,
+                confidence=_combined_confidence(s.confidence for s in members),
+                support=len(members),
+                chunk_ids=sorted({s.chunk_id for s in members}),
+                sentence_doc_ids=[d for d, _, _ in sentences],
+                sentence_starts=[a for _, a, _ in sentences],
+                sentence_ends=[b for _, _, b in sentences],
+                summary=summary_sentence(names[subject], predicate, object_text),
+            )
+        )
+    return sorted(relations, key=lambda r: r.relation_id)
