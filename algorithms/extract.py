@@ -121,7 +121,9 @@ _FILE_EXTENSIONS = (
 )
 _PATH = re.compile(
     r"(?:~|\.{1,2})?/(?:[\w.+-]+/)*[\w.+-]+/?"  # /etc/ssh, ~/notes, ./configure
-    r"|[\w.+-]+(?:/[\w.+-]+){2,}/?"  # a/b/c (one slash is too often "and/or", "TCP/IP")
+    # a relative path needs two slashes ("and/or" has one), names of two or more characters
+    # and a lower-case first name ("S/G2/M-phase" is a cell-cycle phase, "TCP/IP/UDP" no path)
+    r"|(?=(?-i:[^/]*[a-z]))[\w.+-]{2,}(?:/[\w.+-]{2,}){2,}/?"
     rf"|(?:[\w.+-]+/)*[\w+-][\w.+-]*\.(?:{_FILE_EXTENSIONS})(?:\.\d+)*",  # get-pip.py
     re.I,
 )
@@ -188,7 +190,9 @@ def find_mentions(doc: Any, chunk: Chunk) -> tuple[list[Mention], list[int]]:
         begin = chunk.start + span.start_char
         mentions.append(
             Mention(
-                mention_id=stable_id("mention", chunk.chunk_id, begin, label),
+                # The id keeps spaCy's own kind: a noun phrase and an entity may start at
+                # one offset, and both may read as the same technical label.
+                mention_id=stable_id("mention", chunk.chunk_id, begin, found),
                 chunk_id=chunk.chunk_id,
                 doc_id=chunk.doc_id,
                 start=begin,

@@ -289,3 +289,19 @@ def test_file_names_paths_urls_and_identifiers_are_their_own_kind(nlp):
     ]
     (entity,) = canonicalize(refs).entities
     assert entity.name == "get-pip.py" and entity.aliases == ["get-pip.py"]
+
+
+def test_mention_ids_stay_unique_when_technical_labels_coincide(nlp, monkeypatch):
+    import algorithms.extract as extract
+
+    assert extract.technical_label("S/G2/M-phase") is None  # a cell-cycle phase, no path
+    assert extract.technical_label("TCP/IP/UDP") is None
+    # spaCy reads "the S/G2/M" as an entity and "the S/G2/M-phase" as a noun phrase: two
+    # mentions at one offset. Even if both read as one technical kind, their ids differ.
+    text = "The treated cells arrested at the S/G2/M-phase of the cell-cycle."
+    monkeypatch.setattr(extract, "technical_label", lambda _text: "CODE")
+    mentions, _ = extract_from_doc(nlp(text), chunk_of(text))
+    starts = [m.start for m in mentions]
+    assert len(starts) > len(set(starts))  # the case this test is about
+    assert {m.label for m in mentions} == {"CODE"}
+    assert len({m.mention_id for m in mentions}) == len(mentions)
