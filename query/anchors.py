@@ -1,8 +1,13 @@
 """Explicit anchors in a query: what evidence must mention before it can be admitted.
 
 An anchor is a quoted phrase, a version or number-bearing token (``3.11``,
-``v2``, ``ISO-27001``), an acronym (``UPI``), or a capitalized name that does
-not start the sentence (``Black Sea``). Rules only; deterministic.
+``v2``, ``ISO-27001``), an acronym (``UPI``), a capitalized name that does
+not start the sentence (``Black Sea``), or a token shaped like an identifier, even in
+lower case: a call (``name()``), a dotted name (``json.dumps``), an option (``--flag``),
+``snake_case``, ``camelCase``, ``CONSTANT_NAME``, ``libtasn1``, a file name or extension
+(``setup.cfg``, ``.toml``), a number with a unit (``500 MB``). Rules only;
+deterministic. (Terms that are anchors by rarity, absent from the corpus, come from
+:mod:`query.vocabulary`, which knows the bundle.)
 """
 
 import re
@@ -14,6 +19,25 @@ _VERSION = re.compile(
 _ACRONYM = re.compile(r"\b[A-Z]{2,}[0-9]*s?\b")
 _WORD = r"(?:[A-Z][a-z]+(?:[A-Z][a-z]*)*\b|[A-Z]{2,}[0-9]*\b)"
 _NAME = re.compile(rf"(?<![.?!]\s)(?<!^)\b({_WORD}(?:\s+(?:of\s+|the\s+)?{_WORD})*)(?![0-9])")
+_EXTENSIONS = (
+    r"py|pyi|ipynb|txt|md|rst|html?|xml|json|jsonl|ya?ml|toml|cfg|ini|conf|c|h|cc|cpp|hpp|"
+    r"js|ts|java|go|rs|rb|pl|sh|bash|sql|csv|tsv|log|pdf|gz|tgz|bz2|xz|zip|tar|deb|rpm|"
+    r"so|dll|exe|whl|lock|css|png|jpe?g|svg|service|socket|desktop|d"
+)
+_UNITS = (
+    r"ms|us|ns|s|secs?|seconds?|min|minutes?|h|hrs?|hours?|days?|b|bytes?|kb|mb|gb|tb|"
+    r"kib|mib|gib|tib|bits?|kbps|mbps|gbps|px|pt|em|hz|khz|mhz|ghz|mg|g|kg|ml|l|mm|cm|m|km"
+)
+_SHAPE = re.compile(
+    r"(?<![\w.-])--?[A-Za-z][\w-]*"  # an option: --flag, -O
+    r"|\b[A-Za-z_][\w.]*\(\)"  # a call: name(), pkg.name()
+    r"|\b[A-Za-z_]\w+(?:\.[A-Za-z_]\w+)+\b"  # a dotted name: json.dumps (not e.g.)
+    r"|\b[A-Za-z]\w*_\w+\b"  # snake_case, CONSTANT_NAME
+    r"|\b[a-z]+(?:[A-Z][a-z0-9]+)+\b"  # camelCase
+    r"|\b[a-z]{2,}\d+[a-z0-9]*\b"  # letters then digits: libtasn1, sha256
+    rf"|\b[\w-]+\.(?i:{_EXTENSIONS})\b|(?<![\w.])\.(?i:{_EXTENSIONS})\b"  # files, .ext
+    rf"|\b\d+(?:\.\d+)?\s?(?:%|(?i:{_UNITS})\b)",  # a number with a unit
+)
 _IGNORED = frozenset(
     {
         "I",
@@ -42,7 +66,8 @@ _IGNORED = frozenset(
 def find_anchors(query: str) -> list[str]:
     """Anchors in order of appearance, without duplicates (case-insensitive)."""
     found: list[tuple[int, str]] = []
-    for pattern, group in ((_QUOTED, 1), (_VERSION, 0), (_ACRONYM, 0), (_NAME, 1)):
+    patterns = ((_QUOTED, 1), (_SHAPE, 0), (_VERSION, 0), (_ACRONYM, 0), (_NAME, 1))
+    for pattern, group in patterns:
         for match in pattern.finditer(query):
             text = match.group(group).strip()
             if text and text not in _IGNORED:

@@ -4,15 +4,20 @@ import datetime as dt
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-from query.admission import Admission, Reason, admit
+import numpy as np
+
+from query.admission import Admission, Reason, admit, mentions_anchor
 from query.bundle import LoadedBundle
 from query.fusion import ArmHit
 from query.rerank import Reranker
-from query.retrieve import Evidence, retrieve
+from query.retrieve import Evidence, retrieve, visible_rows
 from query.router import Route, route
 from query.surfaces import Derived, Expansion, chunk_arm, expand, search_surface, visibility
 
 CHUNK_ARMS = ("dense", "lexical")
+MAX_SUGGESTIONS = 3
+"""Absent anchors per query that get a "did you mean" (each costs a few dictionary lookups
+and a read of a few visible chunks); the rest are reported without one."""
 
 
 class Answer(NamedTuple):
@@ -89,6 +94,66 @@ def _knowledge_arms(
     return derived, extra, notes, expansion
 
 
+def corpus_anchors(
+    bundle: LoadedBundle, query: str, decision: Route, access: list[str] | None
+) -> tuple[Route, dict[str, str | None]]:
+    """Add the query's rare terms to its anchors, and find the anchors no evidence the
+    caller may see can close (each with a "did you mean" suggestion or ``None``).
+
+    Rare terms are words of the query that no visible chunk holds and that are not
+    common words of the embedding model's vocabulary (see :mod:`query.vocabulary`).
+    Missing and present-only-in-invisible-documents take the same path and give the
+    same reason, so nothing about other callers' documents shows.
+    """
+    vocab = bundle.vocabulary()
+    if vocab is None:
+        return decision, {}
+    mask = None
+    rows = visible_rows(bundle, access)
+    if rows is not None:
+        mask = np.zeros(len(bundle.chunk_ids), dtype=bool)
+        mask[rows] = True
+    named = " ".join(decision.anchors).lower()
+    rare = [w for w in vocab.absent_words(query, visible=mask) if w not in named]
+    if rare:
+        decision = decision._replace(
+            anchors=(*decision.anchors, *rare),
+            reasons=(
+                *decision.reasons,
+                *(f"rare term {w!r}: in no document this caller may see" for w in rare),
+            ),
+        )
+    absent: dict[str, str | None] = {}
+    for anchor in decision.anchors:
+        if vocab.absent(anchor, visible=mask):
+            suggest = len(absent) < MAX_SUGGESTIONS
+            absent[anchor] = (
+                vocab.suggest(anchor, visible=mask, text_of_row=bundle.chunk_text)
+                if suggest
+                else None
+            )
+    return decision, absent
+
+
+def _resolver(layer: Any, visible: Any) -> Any:
+    """Anchor resolution: the anchor's own token, or (with a knowledge layer) a passage
+    among the chunks of the canonical entity the anchor names."""
+    if layer is None:
+        return mentions_anchor
+
+    chunks_of: dict[str, set[str]] = {}
+
+    def resolves(anchor: str, item: Any) -> bool:
+        if mentions_anchor(anchor, item):
+            return True
+        if anchor not in chunks_of:
+            found = layer.resolve(anchor, visible)
+            chunks_of[anchor] = {c for e in found for c in layer.entity_chunks[e]}
+        return item.chunk_id in chunks_of[anchor]
+
+    return resolves
+
+
 def answer(
     bundle: LoadedBundle,
     query: str,
@@ -134,6 +199,7 @@ def answer(
     if decision.operation == "out_of_scope":
         verdict = admit(query, [], anchors=decision.anchors, operation="out_of_scope", today=today)
         return Answer(query, bundle.bundle_id, verdict.status, decision, verdict, ())
+    decision, absent = corpus_anchors(bundle, query, decision, access)
     vector = bundle.embed(query)
     derived, extra, notes, expansion = _knowledge_arms(bundle, decision, vector, visible, k)
     evidence = retrieve(
@@ -157,6 +223,8 @@ def answer(
         today=today,
         contradictions=layer.contradictions if layer is not None else None,
         notes=notes,
+        absent=absent,
+        resolves=_resolver(layer, visible),
     )
     return Answer(
         query,

@@ -79,6 +79,7 @@ class LoadedBundle:
     _rows_of_class: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     _recognizer: Any = field(default=None, repr=False)
     _recognizer_loaded: bool = field(default=False, repr=False)
+    _vocabulary: Any = field(default=None, repr=False)
 
     @property
     def bundle_id(self) -> str:
@@ -132,6 +133,22 @@ class LoadedBundle:
                     logger.warning("query NER off: cannot load spaCy %s: %s", pipeline, exc)
             self._recognizer_loaded = True
         return self._recognizer
+
+    def vocabulary(self) -> Any:
+        """The corpus vocabulary over the BM25 index (:class:`query.vocabulary.CorpusVocabulary`),
+        built on first use; ``None`` when the bundle has no lexical index."""
+        if self._vocabulary is None and self.lexical is not None:
+            from query.vocabulary import CorpusVocabulary, common_words
+
+            tokenizer = getattr(getattr(self.encoder, "model", None), "tokenizer", None)
+            vocab = tokenizer.get_vocab() if tokenizer is not None else {}
+            self._vocabulary = CorpusVocabulary(self.lexical, common=common_words(vocab))
+        return self._vocabulary
+
+    def chunk_text(self, row: int) -> str:
+        """The exact text of chunk row ``row``."""
+        doc = self.documents[self.chunk_doc_ids[row]]
+        return str(doc["text"][int(self.starts[row]) : int(self.ends[row])])
 
     def embed(self, text: str) -> np.ndarray:
         """Unit-norm query vector from the bundle's own model."""

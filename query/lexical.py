@@ -34,6 +34,26 @@ class LexicalIndex:
             index = bm25s.BM25.load(directory, mmap=True, load_corpus=False, show_progress=False)
         return cls(index, LexicalTokenizer(config), rows)
 
+    def tokenize(self, text: str) -> list[str]:
+        """``text`` as the index's tokens: lowercase words, stopwords dropped, stems."""
+        return self._tokenize.tokens(text)
+
+    def knows(self, token: str) -> bool:
+        """Whether any chunk's BM25 text holds ``token`` (whoever may see it)."""
+        return token in self._index.vocab_dict
+
+    def postings(self, token: str) -> np.ndarray:
+        """Ascending rows whose BM25 text holds ``token``; empty when the index lacks it.
+
+        A token the index lacks reads the postings of token 0 and drops them, so asking
+        for a term the corpus lacks costs what asking for a present one does.
+        """
+        token_id = self._index.vocab_dict.get(token)
+        indptr, indices = self._index.scores["indptr"], self._index.scores["indices"]
+        first = 0 if token_id is None else int(token_id)
+        rows = np.asarray(indices[int(indptr[first]) : int(indptr[first + 1])], dtype=np.int64)
+        return rows if token_id is not None else rows[:0]
+
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every row for ``query`` (zeros when no query term is known)."""
         tokens = [t for t in self._tokenize([query])[0] if t in self._index.vocab_dict]

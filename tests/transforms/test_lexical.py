@@ -1,6 +1,8 @@
 from typing import NamedTuple
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from store.config import LexicalConfig
 from store.lexical import LexicalTokenizer
@@ -51,3 +53,12 @@ def test_bm25_over_context_scores_a_chunk_for_its_neighbours_terms():
     # The chunk with both terms in its window outranks one with a single neighbour term.
     assert context[d1_first] > context[d1_last]
     assert alone[d2_first] == 0 and context[d2_first] == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.sampled_from("abcXYZ éß_-.'1 2\n"), max_size=60))
+def test_one_texts_fast_tokens_are_what_the_index_builds_with(text):
+    tokenize = LexicalTokenizer(LexicalConfig())
+    assert tokenize.tokens(text) == tokenize([text])[0]
+    for words in ("What does json.dumps do with sort_keys?", "The Danube's deltas", "the of a"):
+        assert tokenize.tokens(words) == tokenize([words])[0]
