@@ -213,3 +213,11 @@ def test_a_one_chunk_corpus_builds_and_validates(tmp_path, capsys):
     built = json.loads(capsys.readouterr().out)
     assert built["row_counts"]["chunks"] == 1
     assert main(["validate", "--root", root]) == 0
+
+
+def test_explain_shows_an_absent_anchor_and_its_reason(validated_root, capsys):
+    query = "What does tea.zorbulate() do to green tea?"
+    assert main(["query", query, "--root", str(validated_root), "--k", "2", "--explain"]) == 0
+    out = capsys.readouterr().out
+    assert "admission: UNKNOWN (anchor_absent: 'tea.zorbulate()' occurs in no document" in out
+    assert "anchors: tea.zorbulate()" in out

@@ -33,6 +33,15 @@ def test_retrieve_returns_admitted_evidence(served):
     assert body["status"] == "PASS"
 
 
+def test_a_term_the_corpus_lacks_comes_back_as_anchor_absent(served):
+    _, client = served
+    query = {"query": "Which volcano does volcano.zorbulate() watch on Sicily?", "k": 2}
+    body = client.post("/retrieve", json=query).json()
+    assert body["status"] == "UNKNOWN"
+    absent = [r for r in body["reasons"] if r["code"] == "anchor_absent"]
+    assert [r["detail"].split("'")[1] for r in absent] == ["volcano.zorbulate()"]
+
+
 def test_bad_requests_are_rejected_with_422(served):
     _, client = served
     assert client.post("/retrieve", json={"query": ""}).status_code == 422
