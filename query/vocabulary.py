@@ -33,80 +33,18 @@ def common_words(vocab: Iterable[str]) -> frozenset[str]:
     return frozenset(w for w in vocab if _ALPHA.fullmatch(w))
 
 
-_PREFIXES = [
-    "anti",
-    "auto",
-    "bio",
-    "co",
-    "counter",
-    "de",
-    "dis",
-    "extra",
-    "hyper",
-    "hypo",
-    "inter",
-    "intra",
-    "macro",
-    "micro",
-    "mis",
-    "mono",
-    "multi",
-    "nano",
-    "neo",
-    "non",
-    "over",
-    "poly",
-    "post",
-    "pre",
-    "pro",
-    "pseudo",
-    "re",
-    "semi",
-    "sub",
-    "super",
-    "trans",
-    "tri",
-    "ultra",
-    "un",
-    "under",
-]
-_SUFFIXES = [
-    "s",
-    "es",
-    "ed",
-    "d",
-    "ing",
-    "er",
-    "ers",
-    "est",
-    "ly",
-    "ity",
-    "ities",
-    "ness",
-    "al",
-    "ally",
-    "ation",
-    "ations",
-    "ize",
-    "izes",
-    "ized",
-    "izing",
-    "ise",
-    "ised",
-    "able",
-    "ible",
-    "ment",
-    "ments",
-    "ous",
-    "ive",
-    "ic",
-    "ics",
-    "ism",
-    "ist",
-    "ists",
-    "less",
-    "ful",
-]
+# Affixes that build an English word from a common one (``bio`` + ``materials``).
+_PREFIX_WORDS = (
+    "anti auto bio co counter de dis extra hyper hypo inter intra macro micro mis mono "
+    "multi nano neo non over poly post pre pro pseudo re semi sub super trans tri ultra "
+    "un under"
+)
+_SUFFIX_WORDS = (
+    "s es ed d ing er ers est ly ity ities ness al ally ation ations ize izes ized izing "
+    "ise ised able ible ment ments ous ive ic ics ism ist ists less ful"
+)
+_PREFIXES = tuple(_PREFIX_WORDS.split())
+_SUFFIXES = tuple(_SUFFIX_WORDS.split())
 
 
 def is_common(word: str, common: frozenset[str]) -> bool:

@@ -39,6 +39,17 @@ REPO = Path(__file__).resolve().parents[1]
 DEPLOY = REPO / "deploy"
 IMAGE_WORKDIR = "/opt/evidex"  # where deploy/Dockerfile puts the source tree
 REFRESH = DEPLOY / "scheduled" / "refresh.sh"
+PACKAGES = (
+    "evidex",
+    "store",
+    "algorithms",
+    "schemas",
+    "transforms",
+    "pipelines",
+    "validation",
+    "query",
+)
+"""The top-level packages evidex ships (pyproject.toml's package list)."""
 
 
 def pipeline_options() -> dict[str, argparse.Action]:
@@ -181,18 +192,7 @@ def test_dockerfile_builds_on_the_matching_beam_sdk_image():
     entry = re.search(r"^ENV FLEX_TEMPLATE_PYTHON_PY_FILE=(\S+)$", dockerfile, re.M)
     assert entry and image_path(entry.group(1)).is_file()
     copied = set(re.findall(r"^COPY (\w+) \./\1$", dockerfile, re.M))
-    packages = {
-        "evidex",
-        "store",
-        "algorithms",
-        "schemas",
-        "transforms",
-        "pipelines",
-        "validation",
-        "query",
-        "deploy",
-    }
-    assert packages <= copied
+    assert {*PACKAGES, "deploy"} <= copied
     assert 'ENTRYPOINT ["/opt/apache/beam/boot"]' in dockerfile
 
 
@@ -222,16 +222,7 @@ def test_setup_py_ships_every_evidex_package(tmp_path):
         info = archive.extractfile(f"{prefix}/PKG-INFO")
         assert info is not None
         requires = info.read().decode("utf-8")
-    for package in (
-        "evidex",
-        "store",
-        "algorithms",
-        "schemas",
-        "transforms",
-        "pipelines",
-        "validation",
-        "query",
-    ):
+    for package in PACKAGES:
         assert f"{prefix}/{package}/__init__.py" in members, package
     assert f"{prefix}/pipelines/build_index.py" in members
     assert f"Requires-Dist: apache-beam=={apache_beam.__version__}" in requires
