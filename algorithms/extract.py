@@ -114,7 +114,8 @@ def _trimmed(span: Any) -> tuple[int, int] | None:
 # Technical names are their own kinds: spaCy's news-trained labels read "get-pip.py" as
 # a person or a nationality. Each pattern must match the mention's whole text.
 _URL = re.compile(r"(?:[a-z][a-z0-9+.-]*://|www\.)\S+", re.I)
-_FILE_EXTENSIONS = (
+FILE_EXTENSIONS = (
+    # file-name extensions that make a dotted token a file name (regex alternatives)
     "py|pyi|ipynb|txt|md|rst|html?|xml|json|jsonl|ya?ml|toml|cfg|ini|conf|c|h|cc|cpp|hpp|"
     "js|ts|java|go|rs|rb|pl|sh|bash|sql|csv|tsv|log|pdf|gz|tgz|bz2|xz|zip|tar|deb|rpm|"
     "so|dll|exe|whl|lock|css|png|jpe?g|svg"
@@ -124,7 +125,7 @@ _PATH = re.compile(
     # a relative path needs two slashes ("and/or" has one), names of two or more characters
     # and a lower-case first name ("S/G2/M-phase" is a cell-cycle phase, "TCP/IP/UDP" no path)
     r"|(?=(?-i:[^/]*[a-z]))[\w.+-]{2,}(?:/[\w.+-]{2,}){2,}/?"
-    rf"|(?:[\w.+-]+/)*[\w+-][\w.+-]*\.(?:{_FILE_EXTENSIONS})(?:\.\d+)*",  # get-pip.py
+    rf"|(?:[\w.+-]+/)*[\w+-][\w.+-]*\.(?:{FILE_EXTENSIONS})(?:\.\d+)*",  # get-pip.py
     re.I,
 )
 _CODE = re.compile(

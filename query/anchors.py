@@ -12,6 +12,8 @@ deterministic. (Terms that are anchors by rarity, absent from the corpus, come f
 
 import re
 
+from algorithms.extract import FILE_EXTENSIONS
+
 _QUOTED = re.compile(r"[\"“]([^\"”]{2,80})[\"”]")
 _VERSION = re.compile(
     r"\b(?:v(?:ersion)?\s?)?\d+(?:\.\d+)+\b|\bv\d+\b|\b[A-Za-z]+-\d+[A-Za-z0-9-]*\b"
@@ -19,11 +21,7 @@ _VERSION = re.compile(
 _ACRONYM = re.compile(r"\b[A-Z]{2,}[0-9]*s?\b")
 _WORD = r"(?:[A-Z][a-z]+(?:[A-Z][a-z]*)*\b|[A-Z]{2,}[0-9]*\b)"
 _NAME = re.compile(rf"(?<![.?!]\s)(?<!^)\b({_WORD}(?:\s+(?:of\s+|the\s+)?{_WORD})*)(?![0-9])")
-_EXTENSIONS = (
-    r"py|pyi|ipynb|txt|md|rst|html?|xml|json|jsonl|ya?ml|toml|cfg|ini|conf|c|h|cc|cpp|hpp|"
-    r"js|ts|java|go|rs|rb|pl|sh|bash|sql|csv|tsv|log|pdf|gz|tgz|bz2|xz|zip|tar|deb|rpm|"
-    r"so|dll|exe|whl|lock|css|png|jpe?g|svg|service|socket|desktop|d"
-)
+_EXTENSIONS = FILE_EXTENSIONS + "|service|socket|desktop|d"  # and systemd units, conf.d
 _UNITS = (
     r"ms|us|ns|s|secs?|seconds?|min|minutes?|h|hrs?|hours?|days?|b|bytes?|kb|mb|gb|tb|"
     r"kib|mib|gib|tib|bits?|kbps|mbps|gbps|px|pt|em|hz|khz|mhz|ghz|mg|g|kg|ml|l|mm|cm|m|km"

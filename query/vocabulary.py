@@ -114,7 +114,8 @@ class CorpusVocabulary:
 
     def tokens(self, term: str) -> list[str]:
         """The lexical index's tokens of ``term`` (stopwords dropped, stems)."""
-        return list(self._lexical.tokenize(term))
+        tokens: list[str] = self._lexical.tokenize(term)
+        return tokens
 
     def _visible_in(self, token: str, mask: np.ndarray | None) -> bool:
         rows = self._lexical.postings(token)
@@ -128,8 +129,10 @@ class CorpusVocabulary:
         Args:
             visible: boolean mask over chunk rows (``None``: the caller sees every row).
         """
-        tokens = self.tokens(term)
-        found = [self._visible_in(t, visible) for t in tokens]
+        return self._absent_tokens(self.tokens(term), visible)
+
+    def _absent_tokens(self, tokens: list[str], visible: np.ndarray | None) -> bool:
+        found = [self._visible_in(t, visible) for t in tokens]  # every token: the same work
         return bool(tokens) and not all(found)
 
     def absent_words(self, query: str, *, visible: np.ndarray | None) -> list[str]:
@@ -143,7 +146,7 @@ class CorpusVocabulary:
             lower = word.lower()
             if len(lower) < 3 or lower.isdigit() or lower in found or is_common(lower, self.common):
                 continue
-            if self.tokens(lower) and self.absent(lower, visible=visible):
+            if self._absent_tokens(self.tokens(lower), visible):
                 found.append(lower)
         return found
 
