@@ -1,21 +1,22 @@
-"""Query latency and HTTP throughput on a built bundle.
+"""Query latency, PyTorch parity and HTTP throughput on a built bundle.
 
 Usage:
     python -m benchmarks.query --root ROOT --queries ../shared/data/scifact/queries.jsonl \\
-        [--limit 300] [--clients 4] [--requests 200]
+        [--limit 300] [--clients 4,8] [--workers 1,0] [--requests 400]
 
-Reports p50/p95/p99 of (a) query embedding alone, by the bundle's query encoder
-(ONNX Runtime unless it is unavailable) and, for the ratio, by PyTorch, (b) spaCy
-query NER alone (the router's input, when the bundle has a spaCy pipeline),
-(c) ``retrieve`` with the vector given (arms + fusion only) and (d) with embedding
-included, (e) ``answer``
-(route + retrieve + admission) overall and for queries routed as ``lookup``; then
-requests/s with N concurrent HTTP clients against ``evidex serve`` on loopback.
-Single-threaded timings run first.
+Reports p50/p95/p99 of (a) query embedding alone, by the bundle's own ONNX encoder and,
+for the ratio, by PyTorch, (b) spaCy query NER alone (the router's input, when the
+bundle has a spaCy pipeline), (c) ``retrieve`` with the vector given (arms + fusion
+only) and (d) with embedding included, (e) ``answer`` (route + retrieve + admission)
+overall and for queries routed as ``lookup``; how many queries get the same top-k
+evidence from the bundled encoder as from PyTorch; then requests/s of a real
+``evidex serve --workers W`` process under N concurrent closed-loop HTTP clients on
+loopback, for each W and N. Single-threaded timings run first.
 """
 
 import argparse
 import json
+import os
 import socket
 import statistics
 import threading
@@ -45,53 +46,87 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def http_throughput(root: str, model, queries: list[str], *, clients: int, requests: int) -> dict:
-    import httpx
-    import uvicorn
-
-    from query.server import create_app
+def http_throughput(
+    root: str, queries: list[str], *, workers: int, clients: int, requests: int, close: bool
+) -> dict:
+    """Requests/s of ``evidex serve --workers W`` (a real process) under ``clients``
+    closed-loop clients, each sending its next request when the last one is answered."""
+    import http.client
+    import os
+    import signal
+    import subprocess
+    import sys
 
     port = _free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(root, model=model), host="127.0.0.1", port=port, log_level="warning"
-        )
+    command = [sys.executable, "-m", "evidex.cli", "serve", "--root", root]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    server = subprocess.Popen(
+        [*command, "--port", str(port), "--workers", str(workers)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    latencies: list[float] = []
-    errors = 0
-    lock = threading.Lock()
+    try:
+        _wait_for(port, server)
+        latencies: list[float] = []
+        statuses: list[int] = []
+        lock = threading.Lock()
+        headers = {"content-type": "application/json"}
+        if close:
+            headers["connection"] = "close"
 
-    def client(worker: int) -> None:
-        nonlocal errors
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
+        def client(worker: int) -> None:
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
             for i in range(worker, requests, clients):
+                body = json.dumps({"query": queries[i % len(queries)], "k": 10})
                 start = time.perf_counter()
-                response = http.post("/retrieve", json={"query": queries[i % len(queries)]})
+                connection.request("POST", "/retrieve", body=body, headers=headers)
+                response = connection.getresponse()
+                response.read()
+                took = (time.perf_counter() - start) * 1000
+                if close:
+                    connection.close()
                 with lock:
-                    latencies.append((time.perf_counter() - start) * 1000)
-                    errors += response.status_code != 200
+                    latencies.append(took)
+                    statuses.append(response.status)
+            connection.close()
 
-    started = time.perf_counter()
-    workers = [threading.Thread(target=client, args=(w,)) for w in range(clients)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    elapsed = time.perf_counter() - started
-    server.should_exit = True
-    thread.join(timeout=10)
+        threads = [threading.Thread(target=client, args=(w,)) for w in range(clients)]
+        started = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        elapsed = time.perf_counter() - started
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=30)
     return {
+        "workers": workers,
         "clients": clients,
         "requests": requests,
-        "errors": errors,
-        "requests_per_s": round(requests / elapsed, 1),
+        "non_200": sum(s != 200 for s in statuses),
+        "requests_per_s": round(len(statuses) / elapsed, 1),
         "latency_ms": percentiles(latencies),
     }
+
+
+def _wait_for(port: int, server) -> None:
+    import http.client
+
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"evidex serve exited with {server.returncode}")
+        try:
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            connection.request("GET", "/health")
+            if connection.getresponse().status == 200:
+                connection.close()
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("evidex serve did not answer within 120 s")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -99,8 +134,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--root", required=True, help="bundle root with an active bundle")
     parser.add_argument("--queries", required=True, help="BEIR queries.jsonl")
     parser.add_argument("--limit", type=int, default=300, help="queries to time")
-    parser.add_argument("--clients", type=int, default=4, help="concurrent HTTP clients")
-    parser.add_argument("--requests", type=int, default=200, help="HTTP requests in total")
+    parser.add_argument(
+        "--clients", default="4,8", help="concurrent HTTP clients, comma-separated (4,8)"
+    )
+    parser.add_argument(
+        "--requests", type=int, default=400, help="HTTP requests per client count and worker count"
+    )
+    parser.add_argument(
+        "--workers",
+        default="1,0",
+        help="evidex serve --workers values to compare, comma-separated (0: one per core)",
+    )
+    parser.add_argument(
+        "--connection-close",
+        action="store_true",
+        help="clients open a new connection per request (default: keep-alive)",
+    )
+    parser.add_argument("--no-http", action="store_true", help="skip the HTTP part")
     parser.add_argument("--k", type=int, default=10)
     args = parser.parse_args(argv)
 
@@ -112,12 +162,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     with open(args.queries, encoding="utf-8") as handle:
         queries = [json.loads(line)["text"] for line in handle if line.strip()][: args.limit]
     bundle = load_bundle(args.root)
+    torch_bundle = load_bundle(args.root, encoder="torch")
     for q in queries[:5]:  # warm-up
         answer(bundle, q, k=args.k)
     embed = [_time(lambda q=q: bundle.embed(q)) for q in queries]
-    torch_embed = [
-        _time(lambda q=q: bundle.model.encode([q], normalize_embeddings=True)) for q in queries
-    ]
+    torch_embed = [_time(lambda q=q: torch_bundle.embed(q)) for q in queries]
+    same = sum(
+        [e.chunk_id for e in answer(bundle, q, k=args.k).evidence]
+        == [e.chunk_id for e in answer(torch_bundle, q, k=args.k).evidence]
+        for q in queries
+    )
+    deviation = max(float(np.abs(bundle.embed(q) - torch_bundle.embed(q)).max()) for q in queries)
     recognizer = bundle.recognizer()
     ner = [_time(lambda q=q: recognizer(q)) for q in queries] if recognizer else []
     vectors = {q: bundle.embed(q) for q in queries}
@@ -132,9 +187,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if result.route.operation == "lookup":
             lookup.append(ms)
     report = {
+        "load_average": os.getloadavg(),
         "bundle_id": bundle.bundle_id,
         "chunks": len(bundle.chunk_ids),
         "query_encoder": bundle.encoder.backend,
+        "same_top_k_as_pytorch": f"{same}/{len(queries)}",
+        "largest_vector_difference_from_pytorch": deviation,
         "embed_ms": percentiles(embed),
         "embed_torch_ms": percentiles(torch_embed),
         "ner_ms": percentiles(ner) if ner else None,
@@ -142,10 +200,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         "retrieve_ms": percentiles(fused),
         "answer_ms": percentiles(answered),
         "answer_lookup_ms": percentiles(lookup) if lookup else None,
-        "http": http_throughput(
-            args.root, bundle.model, queries, clients=args.clients, requests=args.requests
-        ),
     }
+    if not args.no_http:
+        from query.workers import default_workers
+
+        report["http"] = [
+            http_throughput(
+                args.root,
+                queries,
+                workers=int(w) or default_workers(),
+                clients=int(c),
+                requests=args.requests,
+                close=args.connection_close,
+            )
+            for c in args.clients.split(",")
+            for w in args.workers.split(",")
+        ]
     print(json.dumps(report, indent=2))
     return 0
 

@@ -65,14 +65,10 @@ def _configure_logging(verbose: bool, quiet: bool) -> None:
         logging.getLogger(name).setLevel(logging.WARNING if quiet else logging.INFO)
     for noisy in ("great_expectations", "bm25s"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # transformers reads this when it is first imported (importing it here would cost a
+    # query that never needs it a second of PyTorch).
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
-    try:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
-    except ImportError:
-        pass
 
 
 def _root_arg(parser: argparse.ArgumentParser) -> None:
@@ -376,14 +372,40 @@ def _format_knowledge(result: Any) -> list[str]:
     return lines
 
 
+def _bundle_and_pipeline(root: str | None, bundle_id: str | None) -> tuple[str | None, str | None]:
+    """The bundle a query will open and its spaCy pipeline, read from its manifest as
+    plain JSON (``None`` for the pipeline when unknown here: the bundle loader decides)."""
+    from store import storage
+    from store.activation import read_active
+    from store.bundles import MANIFEST, bundle_path, resolve_root
+
+    resolved = resolve_root(root)
+    chosen = bundle_id or read_active(resolved)
+    if chosen is None or storage.is_remote(resolved):
+        return chosen, None
+    try:
+        with open(os.path.join(bundle_path(resolved, chosen), MANIFEST), encoding="utf-8") as f:
+            pipeline = json.load(f).get("model", {}).get("spacy_pipeline")
+    except (OSError, ValueError, AttributeError):
+        return chosen, None
+    return chosen, pipeline if isinstance(pipeline, str) else None
+
+
 def cmd_query(args: argparse.Namespace) -> int:
     import datetime as dt
 
+    from query.ner import PrefetchedEntities
+
+    chosen, pipeline = _bundle_and_pipeline(args.root, args.bundle)
+    # spaCy loads in a helper process while this one opens the bundle (query/ner.py).
+    ner = PrefetchedEntities.start(pipeline, args.query) if pipeline else None
     from query import answer, load_bundle
 
     bundle = load_bundle(
-        args.root, bundle_id=args.bundle, verify=not args.no_verify, encoder=args.query_encoder
+        args.root, bundle_id=chosen, verify=not args.no_verify, encoder=args.query_encoder
     )
+    if ner is not None and bundle.manifest.model.spacy_pipeline == pipeline:
+        bundle.use_recognizer(ner)
     access = args.access.split(",") if args.access else None
     roles = args.roles.split(",") if args.roles else None
     today = dt.date.fromisoformat(args.today) if args.today else None
@@ -444,21 +466,60 @@ def cmd_stream(args: argparse.Namespace, build_args: list[str]) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    import uvicorn
+    import tempfile
 
-    from query.server import create_app
+    from query.workers import default_workers, encoder_threads
 
-    app = create_app(
-        args.root,
-        verify=not args.no_verify,
-        reranker=_reranker(args),
-        encoder=args.query_encoder,
-    )
-    logger.info(
-        "serving the active bundle on http://%s:%d (OpenAPI at /docs)", args.host, args.port
-    )
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
-    return 0
+    workers = args.workers or default_workers()
+    if workers < 1:
+        raise ValueError(f"--workers must be at least 1, got {workers}")
+    metrics_dir = None
+    if workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        # Workers add up their counters through files here; set before prometheus_client
+        # is first imported (query.server imports it).
+        metrics_dir = tempfile.TemporaryDirectory(prefix="evidex-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir.name
+    if workers > 1:
+        # Loaded once, then forked: a PyTorch or OpenMP pool must not exist yet at the fork.
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+    from query.server import after_fork, create_app
+    from query.workers import serve
+
+    threads = encoder_threads(workers)
+
+    def build() -> Any:
+        # One ONNX Runtime thread until the fork (each worker opens its own session).
+        return create_app(
+            args.root,
+            verify=not args.no_verify,
+            reranker=_reranker(args),
+            encoder=args.query_encoder,
+            encoder_threads=threads if workers == 1 else 1,
+        )
+
+    def ready(sock: Any) -> None:
+        host, port = sock.getsockname()[:2]
+        logger.info(
+            "serving the active bundle on http://%s:%d with %d worker%s "
+            "(OpenAPI at /docs, Prometheus metrics at /metrics)",
+            host,
+            port,
+            workers,
+            "" if workers == 1 else "s",
+        )
+
+    try:
+        return serve(
+            build,
+            host=args.host,
+            port=args.port,
+            workers=workers,
+            ready=ready,
+            after_fork=lambda app: after_fork(app, threads),
+        )
+    finally:
+        if metrics_dir is not None:
+            metrics_dir.cleanup()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -569,6 +630,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8765, help="port (default 8765)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="worker processes sharing the port (default: one per core). The bundle is "
+        "loaded once and the workers are forked from it, so they start at once and share "
+        "its memory-mapped files; each follows ACTIVE on its own, and a worker that dies "
+        "is replaced",
+    )
     p.add_argument("--no-verify", action="store_true", help="skip sha256 checks on load")
     _rerank_arg(p)
     _encoder_arg(p, default="auto")
@@ -765,7 +835,7 @@ def _add_query(sub: Any) -> None:
         "--explain", action="store_true", help="show routing, per-arm ranks and rejected evidence"
     )
     _rerank_arg(p)
-    _encoder_arg(p, default="torch")
+    _encoder_arg(p, default="bundled")
     p.add_argument("--bundle", default=None, help="query this bundle instead of the active one")
     p.add_argument(
         "--no-verify",
@@ -790,11 +860,14 @@ def _encoder_arg(p: argparse.ArgumentParser, *, default: str) -> None:
     p.add_argument(
         "--query-encoder",
         dest="query_encoder",
-        choices=("auto", "onnx", "torch"),
+        choices=("auto", "bundled", "onnx", "torch"),
         default=default,
-        help="how queries are embedded: onnx (the model exported to ONNX Runtime at start, "
-        "about 2 s, then ~3x faster per query), torch, or auto (onnx when it reproduces "
-        f"the PyTorch vectors, else torch). Default {default}",
+        help="how queries are embedded. Bundles carry their model as an ONNX graph and "
+        "tokenizer (encoder/), run by ONNX Runtime without PyTorch; every choice but torch "
+        "uses it. For an older bundle without one: bundled loads PyTorch, onnx exports the "
+        "model to ONNX at start (about 2 s, then ~3x faster per query), auto does the same "
+        "when the export reproduces the PyTorch vectors, else uses PyTorch; torch always "
+        f"loads the sentence-transformers model. Default {default}",
     )
 
 

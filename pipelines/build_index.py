@@ -31,6 +31,7 @@ from apache_beam.options.pipeline_options import (
     _BeamArgumentParser,
 )
 
+from pipelines.encoder_artifact import write_encoder
 from pipelines.knowledge import KNOWLEDGE_COUNTER, assemble_knowledge
 from pipelines.options import add_build_arguments
 from schemas import DEAD_LETTER_SCHEMA, DOCUMENT_SCHEMA, register_coders
@@ -358,11 +359,8 @@ def run(argv: Sequence[str] | None = None, *, bundle_id: str | None = None) -> B
         if count_matches(pattern) == 0:
             raise BuildFailedError(f"no input documents: nothing matches {config.input!r}")
     logger.info("loading embedding model %s", config.embed.model)
-    model = fingerprint(
-        load_sentence_transformer(resolve_model(config.embed.model)),
-        config.embed.model,
-        spacy_pipeline=config.spacy_pipeline,
-    )
+    loaded = load_sentence_transformer(resolve_model(config.embed.model))
+    model = fingerprint(loaded, config.embed.model, spacy_pipeline=config.spacy_pipeline)
     bundle_id = bundle_id or bundles.new_bundle_id()
     staging = bundles.staging_path(root, bundle_id)
     with heartbeat(root, bundle_id):
@@ -375,6 +373,7 @@ def run(argv: Sequence[str] | None = None, *, bundle_id: str | None = None) -> B
                 staging=staging,
                 bundle_id=bundle_id,
                 sidecar=sidecar,
+                encoder_model=loaded if opts.query_encoder_artifact else None,
             )
         except BaseException:
             discard(root, bundle_id, keep_failures=opts.keep_failed)
@@ -392,8 +391,10 @@ def _build(
     staging: str,
     bundle_id: str,
     sidecar: dict[str, dict[str, Any]] | None,
+    encoder_model: Any = None,
 ) -> Manifest:
-    """Run the pipeline into ``staging``, check its dead letters and write the manifest."""
+    """Run the pipeline into ``staging``, check its dead letters and write the manifest
+    (with the query encoder exported from ``encoder_model``, when given)."""
     opts = options.view_as(EvidexBuildOptions)
     if not storage.is_remote(staging):
         os.makedirs(os.path.join(staging, bundles.FAILURES_DIR), exist_ok=True)
@@ -416,6 +417,7 @@ def _build(
         sidecar=sidecar,
         spacy_processes=spacy_processes(options),
     )
+    query_encoder = write_encoder(staging, encoder_model) if encoder_model is not None else None
     try:
         result = pipeline.run()
         result.wait_until_finish()
@@ -441,6 +443,7 @@ def _build(
             model=model,
             parent_bundle_id=active,
             delta=delta,
+            query_encoder=query_encoder,
         )
         if local != staging:  # object store: the manifest joins the staged files
             storage.write_bytes(

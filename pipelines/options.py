@@ -123,6 +123,14 @@ def add_build_arguments(parser: Any, *, skip: frozenset[str] = frozenset()) -> N
         "entities, Louvain communities, relation/community vectors (default true)",
     )
     add(
+        "--query_encoder_artifact",
+        default=True,
+        type=on_unless_false,
+        help="store the embedding model in the bundle as an ONNX graph plus its tokenizer "
+        "(about 90 MB for the default model), checked against PyTorch, so queries are "
+        "answered without PyTorch (default true)",
+    )
+    add(
         "--spacy_pipeline",
         default=DEFAULT_SPACY_PIPELINE,
         help="installed spaCy pipeline (name or path) for the knowledge layer",

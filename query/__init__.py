@@ -1,20 +1,42 @@
 """The thin query module: load the active bundle and retrieve evidence.
 
-Never imports apache_beam; no text generation in the read path.
+Never imports apache_beam; no text generation in the read path. The names below are
+imported on first use, so ``import query.ner`` (say) does not load the whole read path.
 """
 
-from query.admission import Admission, admit
-from query.answer import Answer, answer
-from query.bundle import (
-    BundleReader,
-    LoadedBundle,
-    ModelMismatchError,
-    NoActiveBundleError,
-    load_bundle,
-    open_bundle,
-)
-from query.retrieve import Evidence, retrieve
-from query.router import Route, route
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from query.admission import Admission, admit
+    from query.answers import Answer, answer
+    from query.bundle import (
+        BundleReader,
+        LoadedBundle,
+        ModelMismatchError,
+        NoActiveBundleError,
+        load_bundle,
+        open_bundle,
+    )
+    from query.retrieval import Evidence, retrieve
+    from query.router import Route, route
+
+_HOME = {
+    "Admission": "query.admission",
+    "admit": "query.admission",
+    "Answer": "query.answers",
+    "answer": "query.answers",
+    "BundleReader": "query.bundle",
+    "LoadedBundle": "query.bundle",
+    "ModelMismatchError": "query.bundle",
+    "NoActiveBundleError": "query.bundle",
+    "load_bundle": "query.bundle",
+    "open_bundle": "query.bundle",
+    "Evidence": "query.retrieval",
+    "retrieve": "query.retrieval",
+    "Route": "query.router",
+    "route": "query.router",
+}
 
 __all__ = [
     "Admission",
@@ -32,3 +54,11 @@ __all__ = [
     "retrieve",
     "route",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module 'query' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_HOME[name]), name)
+    globals()[name] = value
+    return value

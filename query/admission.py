@@ -153,7 +153,7 @@ def admit(
         absent: anchors that occur in nothing the caller may see, each with a "did you
             mean" suggestion or ``None`` (see :class:`query.vocabulary.CorpusVocabulary`).
         resolves: whether an item closes an anchor (default :func:`mentions_anchor`;
-            :func:`query.answer.answer` adds the knowledge layer's aliases).
+            :func:`query.answers.answer` adds the knowledge layer's aliases).
     """
     absent = absent or {}
     window = query_window(query, today=today or dt.date.today())

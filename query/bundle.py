@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from query.encoder import Backend, QueryEncoder
+from query.encoder import BACKENDS, Backend, BundledEncoder, QueryEncoder
 from query.knowledge import load_knowledge
 from query.lexical import LexicalIndex
 from schemas.manifest import Manifest
@@ -25,15 +25,22 @@ from store.bundles import (
     BundleError,
     embedding_matrix,
     local_bundle,
+    numbers,
     partition_index,
     read_manifest,
+    read_parquet,
     resolve_root,
     verify_artifacts,
     verify_files,
     verify_index_headers,
 )
 from store.config import ACCESS_CLASSES, SEARCH_EXPANSION, LexicalConfig
-from store.models import fingerprint, load_sentence_transformer, resolve_model
+from store.models import (
+    fingerprint,
+    load_sentence_transformer,
+    resolve_model,
+    tokenizer_json_digest,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +72,7 @@ class LoadedBundle:
     access_classes: np.ndarray
     keys: np.ndarray
     index: Any
-    encoder: QueryEncoder
+    encoder: QueryEncoder | BundledEncoder
     lexical: Any = None
     heading_paths: list[str] = field(default_factory=list)
     pages: list[tuple[int | None, int | None]] = field(default_factory=list)
@@ -87,7 +94,18 @@ class LoadedBundle:
 
     @property
     def model(self) -> Any:
-        """The sentence-transformers model the bundle's vectors were made with."""
+        """The sentence-transformers model the bundle's vectors were made with (only when
+        the bundle was opened with it: ``encoder="torch"``, a bundle without its own
+        encoder, or a model passed in).
+
+        Raises:
+            AttributeError: the bundle answers with its bundled ONNX encoder.
+        """
+        if isinstance(self.encoder, BundledEncoder):
+            raise AttributeError(
+                "this bundle answers with its bundled ONNX encoder and has no PyTorch model "
+                "loaded; open it with encoder='torch' for one"
+            )
         return self.encoder.model
 
     @property
@@ -115,7 +133,7 @@ class LoadedBundle:
     def vectors(self) -> np.ndarray:
         """All chunk vectors (n x d float32), read on first use for filtered search."""
         if self._vectors is None:
-            table = pq.read_table(os.path.join(self.path, CHUNKS), columns=["embedding"])
+            table = read_parquet(os.path.join(self.path, CHUNKS), columns=["embedding"])
             self._vectors = embedding_matrix(table.column("embedding"))
         return self._vectors
 
@@ -134,14 +152,19 @@ class LoadedBundle:
             self._recognizer_loaded = True
         return self._recognizer
 
+    def use_recognizer(self, recognizer: Any) -> None:
+        """Route with ``recognizer`` (query text -> ``(text, label)`` entities) instead of
+        loading the bundle's spaCy pipeline, e.g. a
+        :class:`query.ner.PrefetchedEntities` started before the bundle was opened."""
+        self._recognizer, self._recognizer_loaded = recognizer, True
+
     def vocabulary(self) -> Any:
         """The corpus vocabulary over the BM25 index (:class:`query.vocabulary.CorpusVocabulary`),
         built on first use; ``None`` when the bundle has no lexical index."""
         if self._vocabulary is None and self.lexical is not None:
             from query.vocabulary import CorpusVocabulary, common_words
 
-            tokenizer = getattr(getattr(self.encoder, "model", None), "tokenizer", None)
-            vocab = tokenizer.get_vocab() if tokenizer is not None else {}
+            vocab = self.encoder.vocab()
             self._vocabulary = CorpusVocabulary(self.lexical, common=common_words(vocab))
         return self._vocabulary
 
@@ -156,7 +179,7 @@ class LoadedBundle:
 
 
 def _read_documents(path: str) -> dict[str, dict[str, Any]]:
-    table = pq.read_table(
+    table = read_parquet(
         os.path.join(path, DOCUMENTS),
         columns=[
             "doc_id",
@@ -170,6 +193,66 @@ def _read_documents(path: str) -> dict[str, dict[str, Any]]:
         ],
     )
     return {row["doc_id"]: row for row in table.to_pylist()}
+
+
+def _query_encoder(
+    path: str, manifest: Manifest, model: Any, backend: Backend, threads: int = 0
+) -> QueryEncoder | BundledEncoder:
+    """The encoder that embeds this bundle's queries: the bundle's own ONNX encoder unless
+    ``backend`` is ``"torch"`` or the bundle has none; else the sentence-transformers model
+    (``model``, or loaded from the manifest's name) through :class:`QueryEncoder`."""
+    if backend not in BACKENDS:
+        raise ValueError(f"query encoder must be one of {', '.join(BACKENDS)}, not {backend!r}")
+    bundled = manifest.query_encoder is not None and backend != "torch"
+    if isinstance(model, BundledEncoder):
+        if bundled and model.digest == _encoder_digest(manifest):
+            return model  # the same files: keep the session
+        model = None
+    if model is None and bundled:
+        return open_encoder(path, manifest, threads=threads)
+    if model is None:
+        model = load_sentence_transformer(resolve_model(manifest.config["embed"]["model"]))
+    _check_model(model.model if isinstance(model, QueryEncoder) else model, manifest)
+    return model if isinstance(model, QueryEncoder) else QueryEncoder.load(model, backend)
+
+
+def _encoder_digest(manifest: Manifest) -> str:
+    info = manifest.query_encoder
+    if info is None:
+        return ""
+    return "/".join(manifest.files[rel].sha256 for rel in (info.graph, info.tokenizer))
+
+
+def open_encoder(path: str, manifest: Manifest, *, threads: int = 0) -> BundledEncoder:
+    """The bundle's own query encoder (no PyTorch): its ONNX graph and tokenizer file.
+
+    Raises:
+        BundleError: the bundle carries no encoder, or its files are not listed in the
+            manifest.
+        ModelMismatchError: the tokenizer file is not the tokenizer the bundle's vectors
+            were made with.
+    """
+    info = manifest.query_encoder
+    if info is None:
+        raise BundleError(f"bundle {manifest.bundle_id} carries no query encoder")
+    for rel in (info.graph, info.tokenizer):
+        if rel not in manifest.files:
+            raise BundleError(f"bundle {manifest.bundle_id}: encoder file {rel} is not listed")
+    tokenizer = _read(path, info.tokenizer).decode("utf-8")
+    if tokenizer_json_digest(tokenizer) != manifest.model.tokenizer_sha256:
+        raise ModelMismatchError(
+            f"bundle {manifest.bundle_id}: {info.tokenizer} is not the tokenizer of "
+            f"{manifest.model.name}, which embedded its chunks"
+        )
+    graph = _read(path, info.graph)
+    return BundledEncoder.from_bytes(
+        graph, tokenizer, tuple(info.inputs), digest=_encoder_digest(manifest), threads=threads
+    )
+
+
+def _read(path: str, rel: str) -> bytes:
+    with open(os.path.join(path, rel), "rb") as handle:
+        return handle.read()
 
 
 def _check_model(model: Any, manifest: Manifest) -> None:
@@ -193,6 +276,7 @@ def load_bundle(
     verify: bool = True,
     model: Any = None,
     encoder: Backend = "auto",
+    encoder_threads: int = 0,
 ) -> LoadedBundle:
     """Open the active bundle (or ``bundle_id``) under ``root``.
 
@@ -206,11 +290,15 @@ def load_bundle(
         bundle_id: a specific bundle instead of the active one.
         verify: check every file's sha256 against the manifest (on by default).
         model: an already loaded sentence-transformers model, or the
-            :class:`QueryEncoder` of another bundle, to reuse; its fingerprint
-            must match the bundle's.
-        encoder: how queries are embedded when ``model`` is not an encoder:
-            ``"auto"`` (ONNX Runtime when its vectors match PyTorch's),
-            ``"onnx"`` or ``"torch"``.
+            encoder of another bundle, to reuse; a model's fingerprint must match the
+            bundle's, a bundled encoder is kept only when this bundle carries the same
+            files.
+        encoder: how queries are embedded: ``"auto"`` or ``"onnx"`` (the bundle's own
+            ONNX encoder, without PyTorch; for an older bundle, its model exported to
+            ONNX at load, which ``"auto"`` only uses when its vectors match PyTorch's)
+            or ``"torch"`` (the sentence-transformers model).
+        encoder_threads: ONNX Runtime intra-op threads of a bundled encoder (0: one per
+            core; a server with several workers shares the cores out).
 
     Raises:
         NoActiveBundleError: nothing is active and no ``bundle_id`` was given.
@@ -226,12 +314,21 @@ def load_bundle(
             "and `evidex activate` first"
         )
     return open_bundle(
-        local_bundle(resolved_root, chosen), verify=verify, model=model, encoder=encoder
+        local_bundle(resolved_root, chosen),
+        verify=verify,
+        model=model,
+        encoder=encoder,
+        encoder_threads=encoder_threads,
     )
 
 
 def open_bundle(
-    path: str, *, verify: bool = True, model: Any = None, encoder: Backend = "auto"
+    path: str,
+    *,
+    verify: bool = True,
+    model: Any = None,
+    encoder: Backend = "auto",
+    encoder_threads: int = 0,
 ) -> LoadedBundle:
     """Open the bundle directory at ``path`` (see :func:`load_bundle`)."""
     manifest = read_manifest(path)
@@ -239,14 +336,11 @@ def open_bundle(
         verify_files(path, manifest)
     verify_artifacts(path)  # always: refusing pickles and escapes costs only file headers
     verify_index_headers(path, manifest)
-    if model is None:
-        model = load_sentence_transformer(resolve_model(manifest.config["embed"]["model"]))
-    _check_model(model.model if isinstance(model, QueryEncoder) else model, manifest)
-    query_encoder = model if isinstance(model, QueryEncoder) else QueryEncoder.load(model, encoder)
+    query_encoder = _query_encoder(path, manifest, model, encoder, encoder_threads)
     columns = ["chunk_id", "doc_id", "start", "end", "access_class", "ann_key", "heading_path"]
     present = set(pq.read_schema(os.path.join(path, CHUNKS)).names)
     paged = {"page_start", "page_end"} <= present  # bundles before page numbers lack them
-    chunks = pq.read_table(
+    chunks = read_parquet(
         os.path.join(path, CHUNKS),
         columns=columns + (["page_start", "page_end"] if paged else []),
     )
@@ -278,10 +372,10 @@ def open_bundle(
         documents=_read_documents(path),
         chunk_ids=chunks.column("chunk_id").to_pylist(),
         chunk_doc_ids=chunks.column("doc_id").to_pylist(),
-        starts=chunks.column("start").to_numpy(),
-        ends=chunks.column("end").to_numpy(),
+        starts=numbers(chunks.column("start")),
+        ends=numbers(chunks.column("end")),
         access_classes=np.asarray(chunks.column("access_class").to_pylist(), dtype=object),
-        keys=chunks.column("ann_key").to_numpy().astype(np.uint64),
+        keys=numbers(chunks.column("ann_key")).astype(np.uint64),
         index=index,
         encoder=query_encoder,
         lexical=lexical,
@@ -320,11 +414,15 @@ class BundleReader:
         verify: bool = True,
         model: Any = None,
         encoder: Backend = "auto",
+        encoder_threads: int = 0,
     ):
         self._root = resolve_root(root)
         self._verify = verify
         self._encoder = encoder
-        self._current = load_bundle(self._root, verify=verify, model=model, encoder=encoder)
+        self._threads = encoder_threads
+        self._current = load_bundle(
+            self._root, verify=verify, model=model, encoder=encoder, encoder_threads=encoder_threads
+        )
         self._current.recognizer()  # load the query NER now, not on the first request
 
     @property
@@ -336,13 +434,22 @@ class BundleReader:
         active = read_active(self._root)
         if active is None or active == self._current.bundle_id:
             return False
+        verify, threads = self._verify, self._threads
         try:
             fresh = load_bundle(
-                self._root, bundle_id=active, verify=self._verify, model=self._current.encoder
+                self._root,
+                bundle_id=active,
+                model=self._current.encoder,
+                verify=verify,
+                encoder_threads=threads,
             )
         except ModelMismatchError:  # the new bundle was built with another model
             fresh = load_bundle(
-                self._root, bundle_id=active, verify=self._verify, encoder=self._encoder
+                self._root,
+                bundle_id=active,
+                encoder=self._encoder,
+                verify=verify,
+                encoder_threads=threads,
             )
         old = self._current
         if fresh.manifest.model.spacy_pipeline == old.manifest.model.spacy_pipeline:

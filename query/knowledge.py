@@ -15,10 +15,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pyarrow.parquet as pq
 
 from algorithms.normalize import normalize_surface
-from store.bundles import COMMUNITIES, COMMUNITY_INDEX, ENTITIES, RELATION_INDEX, RELATIONS
+from store.bundles import (
+    COMMUNITIES,
+    COMMUNITY_INDEX,
+    ENTITIES,
+    RELATION_INDEX,
+    RELATIONS,
+    read_parquet,
+)
 from store.config import SEARCH_EXPANSION
 
 Visible = Callable[[Sequence[str]], bool]
@@ -127,9 +133,7 @@ def _surface(path: str, table: str, index_file: str, id_col: str, text_col: str)
     from usearch.index import Index
 
     chunk_col = "evidence_chunk_ids" if table == COMMUNITIES else "chunk_ids"
-    data = pq.read_table(
-        os.path.join(path, table), columns=[id_col, text_col, chunk_col, "ann_key"]
-    )
+    data = read_parquet(os.path.join(path, table), columns=[id_col, text_col, chunk_col, "ann_key"])
     index = None
     if os.path.exists(os.path.join(path, index_file)):
         index = Index.restore(os.path.join(path, index_file), view=True)
@@ -149,7 +153,7 @@ def load_knowledge(path: str) -> KnowledgeLayer | None:
     """The knowledge layer of the bundle at ``path``, or ``None`` if it was built without."""
     if not os.path.exists(os.path.join(path, ENTITIES)):
         return None
-    entities = pq.read_table(
+    entities = read_parquet(
         os.path.join(path, ENTITIES), columns=["entity_id", "name", "aliases", "chunk_ids"]
     )
     ids = entities.column("entity_id").to_pylist()
@@ -160,7 +164,7 @@ def load_knowledge(path: str) -> KnowledgeLayer | None:
             aliases[norm].append(i)
     relations = _surface(path, RELATIONS, RELATION_INDEX, "relation_id", "summary")
     columns = ["subject_id", "object_id", "predicate", "object_text", "category", "support"]
-    meta = pq.read_table(os.path.join(path, RELATIONS), columns=[*columns, "confidence"])
+    meta = read_parquet(os.path.join(path, RELATIONS), columns=[*columns, "confidence"])
     subjects = [row_of[s] for s in meta.column("subject_id").to_pylist()]
     objects = [row_of.get(o, -1) if o else -1 for o in meta.column("object_id").to_pylist()]
     adjacency: dict[int, list[int]] = defaultdict(list)

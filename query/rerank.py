@@ -13,7 +13,7 @@ cross-encoder score keep the fused order.
 from collections.abc import Sequence
 from typing import Any
 
-from query.retrieve import Evidence
+from query.retrieval import Evidence
 
 
 class RerankerNotAvailableError(RuntimeError):

@@ -1,9 +1,13 @@
-"""HTTP API over the active bundle (FastAPI): ``/retrieve``, ``/health``, ``/bundle``.
+"""HTTP API over the active bundle (FastAPI): ``/retrieve``, ``/health``, ``/bundle``,
+``/metrics`` (Prometheus) and ``/docs`` (Swagger UI served from the
+``swagger-ui-bundle-v2`` package, so it works offline).
 
 The server holds one :class:`query.BundleReader`. Before each request it checks
 ``ACTIVE`` (one small file read); when a new bundle was activated, one request
 opens it completely and swaps it in, while concurrent requests keep answering
-from the bundle they already hold: no request is dropped or sees a mix.
+from the bundle they already hold: no request is dropped or sees a mix. Under
+``evidex serve --workers N`` (:mod:`query.workers`) every worker process does this
+on its own.
 """
 
 import datetime as dt
@@ -12,11 +16,15 @@ import threading
 from typing import Any, Literal
 
 from fastapi import FastAPI, HTTPException
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, Response
+from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from query.answer import answer
+from query.answers import answer
 from query.bundle import BundleReader, LoadedBundle
-from query.encoder import Backend
+from query.encoder import Backend, BundledEncoder
+from query.metrics import Metrics, MetricsMiddleware
 from store import __version__
 
 MAX_QUERY_CHARS = 4000
@@ -113,21 +121,32 @@ def create_app(
     model: Any = None,
     reranker: Any = None,
     encoder: Backend = "auto",
+    encoder_threads: int = 0,
 ) -> FastAPI:
     """The FastAPI application serving the active bundle under ``root``.
 
     ``reranker`` (a :class:`query.rerank.Reranker`, off by default) reorders each answer;
-    ``encoder`` chooses how queries are embedded (see :func:`query.load_bundle`).
+    ``encoder`` chooses how queries are embedded and ``encoder_threads`` how many threads
+    the bundled encoder uses (see :func:`query.load_bundle`).
 
     Raises:
         NoActiveBundleError: nothing is active yet.
     """
-    holder = _Holder(BundleReader(root, verify=verify, model=model, encoder=encoder))
+    holder = _Holder(
+        BundleReader(
+            root, verify=verify, model=model, encoder=encoder, encoder_threads=encoder_threads
+        )
+    )
+    metrics = Metrics(holder.bundle)
     app = FastAPI(
         title="evidex",
         version=__version__,
         description="Admitted evidence from the active evidex bundle.",
+        docs_url=None,
+        redoc_url=None,
     )
+    app.state.reader = holder.reader
+    _offline_docs(app)
 
     @app.get("/health")
     def health() -> dict[str, Any]:
@@ -146,6 +165,11 @@ def create_app(
             "query_encoder": bundle.encoder.backend,
         }
 
+    @app.get("/metrics", include_in_schema=False)
+    def metrics_endpoint() -> Response:
+        body, content_type = metrics.exposition()
+        return Response(content=body, media_type=content_type)
+
     @app.post("/retrieve")
     def retrieve_endpoint(request: RetrieveRequest) -> dict[str, Any]:
         try:
@@ -161,7 +185,37 @@ def create_app(
             )
         except ValueError as exc:
             raise HTTPException(status_code=422, detail=str(exc)) from exc
+        metrics.verdict(result.route.operation, result.status)
         return result.to_json()
 
     app.add_middleware(_BodyLimit, limit=MAX_BODY_BYTES)
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
     return app
+
+
+SWAGGER_PREFIX = "/static/swagger"
+
+
+def _offline_docs(app: FastAPI) -> None:
+    """``/docs`` from the Swagger UI files of the ``swagger-ui-bundle-v2`` package."""
+    from swagger_ui_bundle import swagger_ui_path
+
+    app.mount(SWAGGER_PREFIX, StaticFiles(directory=swagger_ui_path), name="swagger")
+
+    @app.get("/docs", include_in_schema=False)
+    def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=app.openapi_url or "/openapi.json",
+            title="evidex API",
+            swagger_js_url=f"{SWAGGER_PREFIX}/swagger-ui-bundle.js",
+            swagger_css_url=f"{SWAGGER_PREFIX}/swagger-ui.css",
+            swagger_favicon_url=f"{SWAGGER_PREFIX}/favicon-32x32.png",
+        )
+
+
+def after_fork(app: FastAPI, threads: int) -> None:
+    """Make a forked worker's copy of ``app`` its own: a new ONNX Runtime session with
+    ``threads`` intra-op threads (a session's thread pool does not survive a fork)."""
+    encoder = app.state.reader.current.encoder
+    if isinstance(encoder, BundledEncoder):
+        encoder.reopen(threads)

@@ -44,6 +44,22 @@ class IndexInfo(BaseModel):
     count: int = Field(ge=0, description="vectors present")
 
 
+class QueryEncoderInfo(BaseModel):
+    """The bundle's own query encoder: its model as an ONNX graph and its tokenizer as a
+    ``tokenizers`` JSON file, checked against the PyTorch model when the bundle was built."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    graph: str = Field(description="relative path of the ONNX graph (a protobuf, never a pickle)")
+    tokenizer: str = Field(description="relative path of the tokenizers JSON file")
+    inputs: list[str] = Field(description="graph inputs, in order, e.g. input_ids, attention_mask")
+    opset: int = Field(gt=0, description="ONNX operator set the graph was exported with")
+    max_deviation: float = Field(
+        ge=0, description="largest vector-component difference from PyTorch on the probe texts"
+    )
+    probes: int = Field(gt=0, description="probe texts the deviation was measured on")
+
+
 class Manifest(BaseModel):
     """Contents of ``manifest.json``."""
 
@@ -67,3 +83,6 @@ class Manifest(BaseModel):
     )
     indexes: dict[str, IndexInfo] = Field(description="USearch file -> header facts")
     files: dict[str, FileEntry] = Field(description="relative path -> checksum and size")
+    query_encoder: QueryEncoderInfo | None = Field(
+        None, description="the ONNX query encoder the bundle carries (absent in older bundles)"
+    )

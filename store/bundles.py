@@ -20,7 +20,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from schemas.manifest import SCHEMA_VERSION, FileEntry, IndexInfo, Manifest, ModelFingerprint
+from schemas.manifest import (
+    SCHEMA_VERSION,
+    FileEntry,
+    IndexInfo,
+    Manifest,
+    ModelFingerprint,
+    QueryEncoderInfo,
+)
 from store import __version__, storage
 from store.config import BuildConfig
 from store.npy import header_dtype
@@ -39,6 +46,8 @@ RELATIONS = "relations.parquet"
 COMMUNITIES = "communities.parquet"
 RELATION_INDEX = "relations.usearch"
 COMMUNITY_INDEX = "communities.usearch"
+ENCODER_GRAPH = "encoder/model.onnx"
+ENCODER_TOKENIZER = "encoder/tokenizer.json"
 
 
 def partition_index(access_class: str) -> str:
@@ -82,6 +91,8 @@ class UnsafeArtifactError(BundleError):
 PICKLE_SUFFIXES = (".pkl", ".pickle", ".joblib", ".pt", ".pth", ".ckpt")
 _EXTENSION_KEY = b"ARROW:extension:name"
 _PICKLE_PROTOCOLS = (b"\x02", b"\x03", b"\x04", b"\x05")
+ONNX_HEAD = b"\x08"
+"""An ONNX ModelProto opens with field 1 (``ir_version``, a varint): tag byte 0x08."""
 
 
 def resolve_root(root: str | None = None) -> str:
@@ -184,8 +195,46 @@ def embedding_matrix(column: Any) -> np.ndarray:
     """A fixed-size-list ``embedding`` column -> an ``n x d`` float32 matrix."""
     column = column.combine_chunks() if hasattr(column, "combine_chunks") else column
     width = column.type.list_size
-    flat = column.values.to_numpy(zero_copy_only=False)
+    values = column.values
+    flat = numbers(values) if values.null_count == 0 else values.to_numpy(zero_copy_only=False)
     return flat.reshape(len(column), width).astype(np.float32, copy=False)
+
+
+def numbers(column: Any) -> np.ndarray:
+    """A null-free numeric Arrow array or chunked column as a read-only numpy view of its
+    buffers. ``to_numpy`` would do the same but imports pandas (0.3 s of a cold query).
+
+    Raises:
+        ValueError: the column holds nulls or is not a fixed-width number type.
+    """
+    dtype = _numpy_dtype(column.type)
+    parts = []
+    for chunk in column.chunks if hasattr(column, "chunks") else [column]:
+        if chunk.null_count:
+            raise ValueError(f"column of {chunk.type} holds {chunk.null_count} null(s)")
+        data = chunk.buffers()[1]
+        if data is not None and len(chunk):
+            offset = chunk.offset * dtype.itemsize
+            parts.append(np.frombuffer(data, dtype=dtype, count=len(chunk), offset=offset))
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate(parts) if parts else np.empty(0, dtype=dtype)
+
+
+def _numpy_dtype(arrow_type: Any) -> np.dtype:
+    if pa.types.is_floating(arrow_type):
+        return np.dtype(f"float{arrow_type.bit_width}")
+    if pa.types.is_integer(arrow_type):
+        sign = "int" if pa.types.is_signed_integer(arrow_type) else "uint"
+        return np.dtype(f"{sign}{arrow_type.bit_width}")
+    raise ValueError(f"not a number column: {arrow_type}")
+
+
+def read_parquet(path: str, columns: list[str] | None = None) -> pa.Table:
+    """One local Parquet file's ``columns`` (all by default), read through the file reader:
+    ``pq.read_table`` goes through ``pyarrow.dataset``, whose import costs a cold query
+    about 0.3 s."""
+    return pq.ParquetFile(path).read(columns=columns)
 
 
 def write_manifest(
@@ -197,6 +246,7 @@ def write_manifest(
     parent_bundle_id: str | None,
     delta: dict[str, Any] | None = None,
     now: dt.datetime | None = None,
+    query_encoder: QueryEncoderInfo | None = None,
 ) -> Manifest:
     """Checksum every file in ``staging`` and write its ``manifest.json``."""
     files = {
@@ -239,6 +289,7 @@ def write_manifest(
         delta=delta,
         indexes=indexes,
         files=files,
+        query_encoder=query_encoder,
     )
     with open(os.path.join(staging, MANIFEST), "w", encoding="utf-8") as handle:
         handle.write(json.dumps(manifest.model_dump(mode="json"), indent=2, sort_keys=True))
@@ -350,6 +401,12 @@ def _check_artifact(path: str, rel: str) -> None:
     # there; its header is checked against the manifest instead.
     if not rel.endswith(".usearch") and head[:1] == b"\x80" and head[1:2] in _PICKLE_PROTOCOLS:
         raise UnsafeArtifactError(f"bundle file {rel} starts with a pickle header; refusing it")
+    if rel.endswith(".onnx") and head[:1] != ONNX_HEAD:
+        raise UnsafeArtifactError(
+            f"bundle file {rel} does not start like an ONNX protobuf (ir_version first)"
+        )
+    if rel.endswith(".json") and not _opens_json_object(full):
+        raise UnsafeArtifactError(f"bundle file {rel} is not a JSON object")
     if rel.endswith(".npy") and _npy_dtype(full, rel).hasobject:
         raise UnsafeArtifactError(f"bundle file {rel} holds Python objects (pickled)")
     if rel.endswith(".parquet"):
@@ -363,6 +420,11 @@ def _check_artifact(path: str, rel: str) -> None:
                     f"bundle file {rel}: column {field.name!r} has an Arrow extension type; "
                     "bundles hold only the plain types of schemas/"
                 )
+
+
+def _opens_json_object(full: str) -> bool:
+    with open(full, "rb") as handle:
+        return handle.read(64).lstrip()[:1] == b"{"
 
 
 def _npy_dtype(full: str, rel: str) -> np.dtype:

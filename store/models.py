@@ -109,16 +109,22 @@ def tokenizer_digest(tokenizer: Any) -> str:
         return cached[1]
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:
-        spec = json.loads(backend.to_str())
-        spec.pop("truncation", None)
-        spec.pop("padding", None)
-        serialized = json.dumps(spec, sort_keys=True)
+        digest = tokenizer_json_digest(backend.to_str())
     else:
         serialized = repr(sorted(tokenizer.get_vocab().items()))
-    digest = hashlib.sha256(serialized.encode("utf-8")).hexdigest()
+        digest = hashlib.sha256(serialized.encode("utf-8")).hexdigest()
     with _DIGESTS_LOCK:
         _DIGESTS[tokenizer] = (size, digest)
     return digest
+
+
+def tokenizer_json_digest(spec_json: str) -> str:
+    """The tokenizer digest of a ``tokenizers`` JSON file's text (truncation and padding
+    left out): what a bundle's own tokenizer file must hash to."""
+    spec = json.loads(spec_json)
+    spec.pop("truncation", None)
+    spec.pop("padding", None)
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode("utf-8")).hexdigest()
 
 
 def fingerprint(

@@ -10,7 +10,7 @@ import pytest
 
 from pipelines.build_index import run
 from query import open_bundle
-from query.retrieve import dense_arm, visible_rows
+from query.retrieval import dense_arm, visible_rows
 from store.bundles import partition_index, read_manifest
 from validation import validate_bundle
 

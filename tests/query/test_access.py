@@ -6,7 +6,7 @@ import pytest
 from query.bundle import LoadedBundle
 from query.fusion import fuse
 from query.lexical import LexicalIndex
-from query.retrieve import dense_arm, lexical_arm, visible_rows
+from query.retrieval import dense_arm, lexical_arm, visible_rows
 from store.config import AnnConfig, LexicalConfig
 from transforms.ann import build_index
 from transforms.lexical import build_bm25

@@ -79,7 +79,7 @@ def test_a_graph_that_deviates_is_refused(st_model, monkeypatch, caplog):
 
 
 def test_unknown_backend_is_a_clear_error(st_model):
-    with pytest.raises(ValueError, match="auto, onnx, torch"):
+    with pytest.raises(ValueError, match="auto, bundled, onnx, torch"):
         QueryEncoder.load(st_model, "tensorrt")  # type: ignore[arg-type]
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from query import open_bundle
-from query.answer import answer
+from query.answers import answer
 from query.fusion import ArmHit, fuse
 from tests.conftest import write_corpus
 

@@ -18,7 +18,7 @@ def test_health_bundle_and_openapi(served):
     _, client = served
     assert client.get("/health").json() == {"status": "ok", "bundle_id": "b1"}
     assert client.get("/bundle").json()["row_counts"]["documents"] == 7
-    assert client.get("/bundle").json()["query_encoder"] == "onnx"
+    assert client.get("/bundle").json()["query_encoder"] == "onnx"  # the model passed in
     assert "/retrieve" in client.get("/openapi.json").json()["paths"]
 
 
@@ -55,3 +55,47 @@ def test_the_server_picks_up_a_new_activation(served):
     assert client.get("/health").json()["bundle_id"] == "b2"
     body = client.post("/retrieve", json={"query": "How is glass made?", "k": 1}).json()
     assert body["bundle_id"] == "b2" and body["evidence"][0]["doc_id"] == "glass.txt"
+
+
+def _samples(text: str) -> dict[str, float]:
+    """``name{labels} value`` lines of a Prometheus exposition."""
+    found = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            found[name] = float(value)
+    return found
+
+
+def test_metrics_count_requests_latency_verdicts_and_the_bundle(served):
+    _, client = served
+    client.get("/health")
+    client.post("/retrieve", json={"query": "Which volcano is on Sicily?", "k": 2})
+    client.post("/retrieve", json={"query": "   ", "k": 2})
+    client.get("/no-such-page")
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    samples = _samples(response.text)
+    assert samples['evidex_http_requests_total{method="GET",path="/health",status="200"}'] == 1
+    assert samples['evidex_http_requests_total{method="POST",path="/retrieve",status="200"}'] == 1
+    assert samples['evidex_http_requests_total{method="POST",path="/retrieve",status="422"}'] == 1
+    assert samples['evidex_http_requests_total{method="GET",path="other",status="404"}'] == 1
+    assert (
+        samples['evidex_http_request_duration_seconds_count{method="POST",path="/retrieve"}'] == 2
+    )
+    assert samples['evidex_answers_total{operation="entity",status="PASS"}'] == 1
+    assert samples['evidex_bundle_info{bundle_id="b1"}'] == 1
+    assert samples["evidex_bundle_age_seconds"] >= 0
+
+
+def test_docs_work_offline(served):
+    _, client = served
+    page = client.get("/docs")
+    assert page.status_code == 200
+    assert "http://" not in page.text and "https://" not in page.text  # no CDN
+    for asset in ("swagger-ui-bundle.js", "swagger-ui.css"):
+        assert f"/static/swagger/{asset}" in page.text
+        served_asset = client.get(f"/static/swagger/{asset}")
+        assert served_asset.status_code == 200 and len(served_asset.content) > 10_000
+    assert client.get("/redoc").status_code == 404  # ReDoc would need a CDN: off

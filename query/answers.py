@@ -10,7 +10,7 @@ from query.admission import Admission, Reason, admit, mentions_anchor
 from query.bundle import LoadedBundle
 from query.fusion import ArmHit
 from query.rerank import Reranker
-from query.retrieve import Evidence, retrieve, visible_rows
+from query.retrieval import Evidence, retrieve, visible_rows
 from query.router import Route, route
 from query.surfaces import Derived, Expansion, chunk_arm, expand, search_surface, visibility
 
@@ -173,7 +173,7 @@ def answer(
     ``reranker`` (off by default) reorders the retrieved items before admission.
 
     Raises:
-        ValueError: a blank query or ``k`` < 1 (and what :func:`query.retrieve.retrieve`
+        ValueError: a blank query or ``k`` < 1 (and what :func:`query.retrieval.retrieve`
             rejects: unknown access classes).
     """
     if not query.strip():

@@ -1,0 +1,169 @@
+"""``evidex serve --workers N``: one loaded app, N forked worker processes, one socket.
+
+The parent binds the socket and builds the app once (bundle files memory-mapped, the
+ONNX encoder and spaCy loaded), then forks the workers: each serves the shared socket
+with its own uvicorn event loop and its own interpreter lock, so N workers use N
+cores, start in milliseconds, and share the loaded pages copy-on-write. Each worker
+still follows ``ACTIVE`` on its own (see :mod:`query.server`). A worker that dies is
+replaced; SIGINT or SIGTERM stops them all.
+
+Forking after loading is safe because nothing loaded starts threads: the encoder runs
+ONNX Runtime with ``cores // workers`` intra-op threads, created per call only when
+above one (see :func:`encoder_threads`), and prometheus_client reopens its per-process
+files in each child.
+"""
+
+import contextlib
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+RESTART_PAUSE_S = 1.0
+"""Wait before replacing a worker that died, so a crash loop does not spin."""
+
+
+def default_workers() -> int:
+    """One worker per core this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def bind(host: str, port: int, backlog: int = 2048) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (IPv6 when ``host`` is an IPv6 address)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(backlog)
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve(
+    app_factory: Callable[[], Any],
+    *,
+    host: str,
+    port: int,
+    workers: int,
+    log_level: str = "warning",
+    ready: Callable[[socket.socket], None] | None = None,
+    after_fork: Callable[[Any], None] | None = None,
+) -> int:
+    """Serve the app from ``app_factory`` with ``workers`` processes until a signal.
+
+    ``ready`` is called with the bound socket once the app is built and before the
+    workers start (the CLI prints the address there); ``after_fork`` is called with the
+    app in each worker before it serves.
+    """
+    import uvicorn
+
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
+    sock = bind(host, port)
+    app = app_factory()
+    config = uvicorn.Config(app, log_level=log_level, lifespan="off")
+    if ready is not None:
+        ready(sock)
+    if workers == 1:
+        uvicorn.Server(config).run(sockets=[sock])
+        return 0
+    return _supervise(config, sock, workers, after_fork)
+
+
+def _supervise(
+    config: Any, sock: socket.socket, workers: int, after_fork: Callable[[Any], None] | None
+) -> int:
+    stopping = False
+
+    def stop(signum: int, _frame: Any) -> None:
+        nonlocal stopping
+        stopping = True
+        for pid in list(children):
+            _signal(pid, signal.SIGTERM)
+
+    children: dict[int, float] = {}
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        for _ in range(workers):
+            pid = _fork_worker(config, sock, previous, after_fork)
+            children[pid] = time.monotonic()
+        while children:
+            try:
+                pid, status = os.wait()
+            except ChildProcessError:
+                break
+            except InterruptedError:
+                continue
+            children.pop(pid, None)
+            _mark_dead(pid)
+            if stopping:
+                continue
+            logger.warning("worker %d exited (%s); starting another", pid, _describe(status))
+            time.sleep(RESTART_PAUSE_S)
+            if not stopping:
+                new = _fork_worker(config, sock, previous, after_fork)
+                children[new] = time.monotonic()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        sock.close()
+    return 0
+
+
+def _fork_worker(
+    config: Any,
+    sock: socket.socket,
+    handlers: dict[Any, Any],
+    after_fork: Callable[[Any], None] | None,
+) -> int:
+    import uvicorn
+
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:  # the worker: it never returns into the supervisor's code
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
+        if after_fork is not None:
+            after_fork(config.app)
+        uvicorn.Server(config).run(sockets=[sock])
+        code = 0
+    except BaseException:
+        logger.exception("worker %d failed", os.getpid())
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _signal(pid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signum)
+
+
+def _mark_dead(pid: int) -> None:
+    """Let prometheus_client forget a dead worker's live gauges (counters stay summed)."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(pid)
+
+
+def _describe(status: int) -> str:
+    code = os.waitstatus_to_exitcode(status)
+    return f"signal {-code}" if code < 0 else f"exit code {code}"
+
+
+def encoder_threads(workers: int) -> int:
+    """ONNX Runtime intra-op threads per worker: the cores shared out, at least one."""
+    return max(1, default_workers() // max(1, workers))
