@@ -624,8 +624,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "serve",
         help="HTTP API over the active bundle",
-        description="Serve /retrieve (POST), /health, /bundle and the OpenAPI schema "
-        "(/docs, /openapi.json). Picks up new activations without dropping requests. Binds "
+        description="Serve /retrieve (POST), /health, /bundle, /metrics (Prometheus text: "
+        "requests by path and status, latency histogram, verdicts by route, the served "
+        "bundle's id and age) and the OpenAPI schema (/docs, Swagger UI served locally, "
+        "/openapi.json). Queries are embedded by the bundle's own ONNX encoder, without "
+        "PyTorch. Picks up new activations without dropping requests, in every worker. Binds "
         "to loopback unless --host says otherwise.",
     )
     p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
@@ -634,7 +637,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--workers",
         type=int,
         default=0,
-        help="worker processes sharing the port (default: one per core). The bundle is "
+        help="worker processes sharing the port (default: one per core this process may "
+        "use; in a container with a CPU limit, pass the limit). The bundle is "
         "loaded once and the workers are forked from it, so they start at once and share "
         "its memory-mapped files; each follows ACTIVE on its own, and a worker that dies "
         "is replaced",

@@ -31,7 +31,7 @@ from apache_beam.options.pipeline_options import (
     _BeamArgumentParser,
 )
 
-from pipelines.encoder_artifact import write_encoder
+from pipelines.encoder_artifact import reuse_encoder, write_encoder
 from pipelines.knowledge import KNOWLEDGE_COUNTER, assemble_knowledge
 from pipelines.options import add_build_arguments
 from schemas import DEAD_LETTER_SCHEMA, DOCUMENT_SCHEMA, register_coders
@@ -417,7 +417,12 @@ def _build(
         sidecar=sidecar,
         spacy_processes=spacy_processes(options),
     )
-    query_encoder = write_encoder(staging, encoder_model) if encoder_model is not None else None
+    query_encoder = None
+    if encoder_model is not None:
+        if parent is not None:
+            query_encoder = reuse_encoder(parent.path, staging, model)
+        if query_encoder is None:
+            query_encoder = write_encoder(staging, encoder_model)
     try:
         result = pipeline.run()
         result.wait_until_finish()

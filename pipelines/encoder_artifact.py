@@ -9,6 +9,8 @@ PyTorch as older bundles do.
 """
 
 import logging
+import os
+import shutil
 from typing import Any
 
 from query.encoder import (
@@ -20,9 +22,9 @@ from query.encoder import (
     export_onnx,
     tokenizer_json,
 )
-from schemas.manifest import QueryEncoderInfo
+from schemas.manifest import ModelFingerprint, QueryEncoderInfo
 from store import storage
-from store.bundles import ENCODER_GRAPH, ENCODER_TOKENIZER
+from store.bundles import ENCODER_GRAPH, ENCODER_TOKENIZER, BundleError, read_manifest
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +59,31 @@ def export_encoder(model: Any) -> tuple[bytes, str, QueryEncoderInfo]:
         probes=len(PROBES),
     )
     return graph, tokenizer, info
+
+
+def reuse_encoder(parent: str, staging: str, model: ModelFingerprint) -> QueryEncoderInfo | None:
+    """Give ``staging`` the encoder files of the bundle at ``parent`` when it was embedded
+    with the same model (a delta build or a stream window): hard links on a local root, a
+    copy on an object store. ``None`` when the parent has no encoder or another model."""
+    try:
+        manifest = read_manifest(parent)
+    except BundleError:
+        return None
+    info = manifest.query_encoder
+    if info is None or manifest.model != model:
+        return None
+    for rel in (info.graph, info.tokenizer):
+        source, target = storage.join(parent, rel), storage.join(staging, rel)
+        if storage.is_remote(target) or storage.is_remote(source):
+            storage.write_bytes(target, storage.read_bytes(source))
+            continue
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        try:
+            os.link(source, target)
+        except OSError:  # another filesystem, or links not allowed: copy
+            shutil.copyfile(source, target)
+    logger.info("query encoder: the files of bundle %s, reused", manifest.bundle_id)
+    return info
 
 
 def write_encoder(staging: str, model: Any) -> QueryEncoderInfo | None:

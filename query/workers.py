@@ -27,6 +27,10 @@ logger = logging.getLogger(__name__)
 
 RESTART_PAUSE_S = 1.0
 """Wait before replacing a worker that died, so a crash loop does not spin."""
+QUICK_DEATH_S = 10.0
+MAX_QUICK_DEATHS = 5
+"""Workers that die within ``QUICK_DEATH_S`` of their start this many times in a row
+stop the server (exit 1) instead of being replaced forever."""
 
 
 def default_workers() -> int:
@@ -83,6 +87,7 @@ def _supervise(
     config: Any, sock: socket.socket, workers: int, after_fork: Callable[[Any], None] | None
 ) -> int:
     stopping = False
+    children: dict[int, float] = {}  # pid -> start time
 
     def stop(signum: int, _frame: Any) -> None:
         nonlocal stopping
@@ -90,7 +95,8 @@ def _supervise(
         for pid in list(children):
             _signal(pid, signal.SIGTERM)
 
-    children: dict[int, float] = {}
+    quick_deaths = 0
+    failed = False
     previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         for _ in range(workers):
@@ -103,9 +109,19 @@ def _supervise(
                 break
             except InterruptedError:
                 continue
-            children.pop(pid, None)
+            born = children.pop(pid, time.monotonic())
             _mark_dead(pid)
             if stopping:
+                continue
+            quick_deaths = quick_deaths + 1 if time.monotonic() - born < QUICK_DEATH_S else 0
+            if quick_deaths >= MAX_QUICK_DEATHS:
+                logger.error(
+                    "workers keep dying at start (%d in a row, the last by %s); stopping",
+                    quick_deaths,
+                    _describe(status),
+                )
+                failed = True
+                stop(signal.SIGTERM, None)
                 continue
             logger.warning("worker %d exited (%s); starting another", pid, _describe(status))
             time.sleep(RESTART_PAUSE_S)
@@ -116,7 +132,7 @@ def _supervise(
         for s, handler in previous.items():
             signal.signal(s, handler)
         sock.close()
-    return 0
+    return 1 if failed else 0
 
 
 def _fork_worker(

@@ -221,3 +221,40 @@ def test_explain_shows_an_absent_anchor_and_its_reason(validated_root, capsys):
     out = capsys.readouterr().out
     assert "admission: UNKNOWN (anchor_absent: 'tea.zorbulate()' occurs in no document" in out
     assert "anchors: tea.zorbulate()" in out
+
+
+def test_serve_refuses_a_worker_count_below_one(validated_root, capsys):
+    assert main(["serve", "--root", str(validated_root), "--workers", "-1"]) == 1
+    assert "--workers must be at least 1" in capsys.readouterr().err
+
+
+def test_one_shot_query_routes_with_spacy_without_pytorch(validated_root, query_encoder):
+    # `evidex query` runs the bundle's spaCy NER in a forked helper while it opens the
+    # bundle; its answer must be the in-process one, and PyTorch must stay out.
+    import subprocess
+    import sys
+
+    from query import answer, load_bundle
+
+    question = "what did the danube do in romania?"
+    expected = answer(load_bundle(str(validated_root), model=query_encoder), question, k=3)
+    code = (
+        "import sys\n"
+        "from evidex.cli import main\n"
+        f"rc = main(['query', '--root', {str(validated_root)!r}, {question!r}, '--k', '3', "
+        "'--json'])\n"
+        "heavy = [m for m in ('torch', 'transformers', 'sentence_transformers', 'spacy') "
+        "if m in sys.modules]\n"
+        "print('HEAVY', heavy, rc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    body, _, tail = out.stdout.rpartition("HEAVY")
+    assert tail.strip() == "[] 0", tail  # spaCy ran in the helper, PyTorch nowhere
+    result = json.loads(body)
+    answers = result if isinstance(result, list) else [result]
+    assert answers[0]["route"]["reasons"] == list(expected.route.reasons)
+    assert answers[0]["status"] == expected.status
+    assert [e["chunk_id"] for e in answers[0]["evidence"]] == [
+        e.chunk_id for e in expected.evidence
+    ]

@@ -181,3 +181,12 @@ def test_from_bytes_needs_no_files(validated_root):
     encoder = BundledEncoder.from_bytes(data, text, tuple(manifest.query_encoder.inputs))
     assert encoder.vocab()["the"] >= 0
     assert encoder.dimension == manifest.model.dimension
+
+
+def test_a_build_over_an_active_bundle_reuses_its_encoder_files(two_bundle_root):
+    # b2 was built while b1 was active, with the same model: no second export.
+    first, second = (bundle_path(str(two_bundle_root), b) for b in ("b1", "b2"))
+    assert read_manifest(second).query_encoder == read_manifest(first).query_encoder
+    for rel in (ENCODER_GRAPH, ENCODER_TOKENIZER):
+        assert os.stat(os.path.join(first, rel)).st_ino == os.stat(os.path.join(second, rel)).st_ino
+    assert load_bundle(str(two_bundle_root), bundle_id="b2").encoder.backend == "onnx (bundled)"

@@ -2,7 +2,8 @@
 
 Sixteen clients across an activation and a rollback see no non-200 answer and no
 mixed bundle; every worker picks the activation up within a second; ``/metrics``
-adds up the workers' counters; SIGTERM stops the supervisor and every worker.
+adds up the workers' counters; a killed worker is replaced; SIGTERM stops the
+supervisor and every worker.
 """
 
 import os
@@ -117,6 +118,17 @@ def test_two_workers_share_the_load_and_follow_activations(two_bundle_root, tmp_
             if ln.startswith('evidex_http_requests_total{method="POST",path="/retrieve"')
         )
         assert float(line.rpartition(" ")[2]) == statuses.count(200)  # both workers' counts
+
+        os.kill(workers[0], signal.SIGKILL)  # a worker that dies is replaced
+        replaced_by = time.monotonic() + 15
+        while time.monotonic() < replaced_by:
+            now = _children(server.pid)
+            if len(now) == 2 and workers[0] not in now:
+                break
+            time.sleep(0.1)
+        assert len(now) == 2 and workers[0] not in now, now
+        assert {_fresh_health(base) for _ in range(10)} == {"b1"}
+        workers = now
     finally:
         server.send_signal(signal.SIGTERM)
         try:
