@@ -149,7 +149,7 @@ def read_only_root(validated_root, tmp_path):
     if os.geteuid() == 0:
         mounted = (
             subprocess.run(
-                ["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mount)], check=False
+                ["mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", str(mount)], check=False
             ).returncode
             == 0
         )
