@@ -15,6 +15,7 @@ loopback, for each W and N. Single-threaded timings run first.
 """
 
 import argparse
+import http.client
 import json
 import os
 import socket
@@ -50,9 +51,8 @@ def http_throughput(
     root: str, queries: list[str], *, workers: int, clients: int, requests: int, close: bool
 ) -> dict:
     """Requests/s of ``evidex serve --workers W`` (a real process) under ``clients``
-    closed-loop clients, each sending its next request when the last one is answered."""
-    import http.client
-    import os
+    closed-loop clients, each sending its next request when the last one is answered,
+    and the CPU seconds the server's processes used (to show how many cores it kept busy)."""
     import signal
     import subprocess
     import sys
@@ -76,7 +76,7 @@ def http_throughput(
             headers["connection"] = "close"
 
         def client(worker: int) -> None:
-            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            connection = _NoDelay("127.0.0.1", port, timeout=60)
             for i in range(worker, requests, clients):
                 body = json.dumps({"query": queries[i % len(queries)], "k": 10})
                 start = time.perf_counter()
@@ -92,12 +92,14 @@ def http_throughput(
             connection.close()
 
         threads = [threading.Thread(target=client, args=(w,)) for w in range(clients)]
+        cpu_before = _server_cpu(server.pid)
         started = time.perf_counter()
         for t in threads:
             t.start()
         for t in threads:
             t.join()
         elapsed = time.perf_counter() - started
+        cpu = _server_cpu(server.pid) - cpu_before
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=30)
@@ -107,13 +109,33 @@ def http_throughput(
         "requests": requests,
         "non_200": sum(s != 200 for s in statuses),
         "requests_per_s": round(len(statuses) / elapsed, 1),
+        "server_cores_busy": round(cpu / elapsed, 2),
         "latency_ms": percentiles(latencies),
     }
 
 
-def _wait_for(port: int, server) -> None:
-    import http.client
+def _server_cpu(pid: int) -> float:
+    """CPU seconds used so far by the server process and its workers (Linux /proc)."""
 
+    def used(p: int) -> float:
+        with open(f"/proc/{p}/stat", encoding="ascii") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as handle:
+        children = [int(p) for p in handle.read().split()]
+    return used(pid) + sum(used(p) for p in children)
+
+
+class _NoDelay(http.client.HTTPConnection):
+    """Nagle's algorithm off, as urllib3 (requests) sets it by default."""
+
+    def connect(self) -> None:
+        super().connect()
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+def _wait_for(port: int, server) -> None:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if server.poll() is not None:

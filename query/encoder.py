@@ -204,6 +204,9 @@ def session(graph: bytes, threads: int = 0) -> Any:
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.inter_op_num_threads = 1
     options.intra_op_num_threads = threads
+    # Idle pool threads sleep instead of spinning: a spinning thread holds a core that the
+    # server's other work (its Python thread, other workers, the clients) needs.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
 
 
