@@ -8,7 +8,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""Layout version written by this evidex: 2 added the bundled query encoder (``query_encoder``
+and ``encoder/``)."""
+READABLE_SCHEMA_VERSIONS = (1, 2)
+"""Layouts this evidex reads: a version-1 bundle is one without ``query_encoder``."""
 
 
 class FileEntry(BaseModel):

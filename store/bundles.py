@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from schemas.manifest import (
+    READABLE_SCHEMA_VERSIONS,
     SCHEMA_VERSION,
     FileEntry,
     IndexInfo,
@@ -345,9 +346,10 @@ def read_manifest(path: str) -> Manifest:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise BundleError(f"manifest {manifest_file} is not valid JSON: {exc}") from exc
     version = raw.get("schema_version") if isinstance(raw, dict) else None
-    if version != SCHEMA_VERSION:
+    if version not in READABLE_SCHEMA_VERSIONS:
+        readable = " and ".join(str(v) for v in READABLE_SCHEMA_VERSIONS)
         raise BundleVersionError(
-            f"bundle at {path} has schema version {version!r}; this evidex reads {SCHEMA_VERSION}"
+            f"bundle at {path} has schema version {version!r}; this evidex reads {readable}"
         )
     try:
         manifest = Manifest.model_validate(raw)

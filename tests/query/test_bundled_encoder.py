@@ -190,3 +190,20 @@ def test_a_build_over_an_active_bundle_reuses_its_encoder_files(two_bundle_root)
     for rel in (ENCODER_GRAPH, ENCODER_TOKENIZER):
         assert os.stat(os.path.join(first, rel)).st_ino == os.stat(os.path.join(second, rel)).st_ino
     assert load_bundle(str(two_bundle_root), bundle_id="b2").encoder.backend == "onnx (bundled)"
+
+
+def test_a_version_1_manifest_written_before_encoders_still_opens(fresh_root, query_encoder):
+    path = bundle_path(str(fresh_root), "b1")
+    manifest_file = os.path.join(path, "manifest.json")
+    with open(manifest_file, encoding="utf-8") as handle:
+        raw = json.load(handle)
+    raw["schema_version"] = 1
+    del raw["query_encoder"]
+    for rel in (ENCODER_GRAPH, ENCODER_TOKENIZER):
+        del raw["files"][rel]
+        os.remove(os.path.join(path, rel))
+    with open(manifest_file, "w", encoding="utf-8") as handle:
+        json.dump(raw, handle)
+    bundle = load_bundle(str(fresh_root), bundle_id="b1", model=query_encoder)
+    assert bundle.manifest.query_encoder is None
+    assert bundle.encoder.backend == "onnx"  # the model passed in, exported at load
