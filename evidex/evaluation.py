@@ -1,12 +1,13 @@
 """``evidex eval``: retrieval quality of every arm on a BEIR-format dataset, side by side.
 
 Given ``DIR`` with ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/<split>.tsv``
-(and optionally ``questions.jsonl`` with multi-hop supporting titles), it builds
+(and optionally ``questions.jsonl`` with multi-hop supporting ids or titles), it builds
 or reuses (by input fingerprint and config hash) a bundle of the corpus, runs
 every query through each arm, turns chunk rankings into document rankings (a
 document scores as its best chunk), and scores them with trec_eval
 (``pytrec-eval-terrier``): NDCG@10, Recall@100, MRR@10, and for multi-hop sets
-the share of questions whose supporting documents are *all* in the top k.
+recall@2 and recall@5 of the supporting documents and the share of questions whose
+supporting documents are *all* in the top k.
 """
 
 import csv
@@ -29,6 +30,9 @@ logger = logging.getLogger(__name__)
 DOC_DEPTH = 100
 CHUNK_DEPTH = 300
 MULTIHOP_KS = (5, 8, 10, 20)
+RECALL_KS = (2, 5)
+"""recall@k of multi-hop sets: the share of a question's supporting documents in the top k
+(HippoRAG's measure), averaged over questions."""
 
 
 @dataclass(frozen=True)
@@ -72,19 +76,38 @@ def load_dataset(directory: str, *, split: str = "test") -> Dataset:
 
 
 def _supporting(directory: str, corpus: str) -> dict[str, set[str]]:
+    """Each multi-hop question's supporting documents, from ``questions.jsonl``: its
+    ``supporting_ids`` (corpus ids; MuSiQue, whose titles repeat) when present, else its
+    ``supporting_titles`` mapped to the first document of each title (HotpotQA).
+
+    Raises:
+        ValueError: a question names a supporting id the corpus does not hold.
+    """
     path = os.path.join(directory, "questions.jsonl")
     if not os.path.isfile(path):
         return {}
     by_title: dict[str, str] = {}
+    ids_in_corpus: set[str] = set()
     with open(corpus, encoding="utf-8") as handle:
         for line in handle:
             record = json.loads(line)
             by_title.setdefault(record.get("title", ""), record["_id"])
+            ids_in_corpus.add(record["_id"])
     result = {}
     with open(path, encoding="utf-8") as handle:
         for line in handle:
             record = json.loads(line)
-            ids = {by_title[t] for t in record.get("supporting_titles", []) if t in by_title}
+            if "supporting_ids" in record:
+                ids = set(record["supporting_ids"])
+                missing = sorted(ids - ids_in_corpus)
+                if missing:
+                    raise ValueError(
+                        f"{path}: question {record['_id']} names supporting ids the corpus "
+                        f"lacks: {', '.join(missing)}"
+                    )
+            else:
+                titles = record.get("supporting_titles", [])
+                ids = {by_title[t] for t in titles if t in by_title}
             if ids:
                 result[record["_id"]] = ids
     return result
@@ -162,7 +185,8 @@ def per_query(
 
 
 def score_arm(dataset: Dataset, runs: dict[str, dict[str, float]]) -> dict[str, float]:
-    """trec_eval NDCG@10, Recall@100, MRR@10 (and multi-hop all-supporting@k)."""
+    """trec_eval NDCG@10, Recall@100, MRR@10 (and, for multi-hop sets, recall@2 and @5 of
+    the supporting documents and the share of questions with all of them in the top k)."""
     found = per_query(dataset.qrels, runs, {"ndcg_cut.10", "recall.100"})
     top10 = {q: dict(sorted(r.items(), key=lambda kv: -kv[1])[:10]) for q, r in runs.items()}
     mrr = per_query(dataset.qrels, top10, {"recip_rank"})
@@ -172,12 +196,17 @@ def score_arm(dataset: Dataset, runs: dict[str, dict[str, float]]) -> dict[str, 
         "mrr@10": float(np.mean([v["recip_rank"] for v in mrr.values()])),
     }
     if dataset.supporting:
-        for k in MULTIHOP_KS:
-            hits = [
-                dataset.supporting[q] <= set(sorted(r, key=lambda d: -r[d])[:k])
-                for q, r in runs.items()
-                if q in dataset.supporting
+        ranked = {
+            q: sorted(r, key=lambda d: -r[d]) for q, r in runs.items() if q in dataset.supporting
+        }
+        for k in RECALL_KS:
+            shares = [
+                len(dataset.supporting[q] & set(docs[:k])) / len(dataset.supporting[q])
+                for q, docs in ranked.items()
             ]
+            scores[f"recall@{k}"] = float(np.mean(shares)) if shares else float("nan")
+        for k in MULTIHOP_KS:
+            hits = [dataset.supporting[q] <= set(docs[:k]) for q, docs in ranked.items()]
             scores[f"all_supporting@{k}"] = float(np.mean(hits)) if hits else float("nan")
     return {name: round(value, 4) for name, value in scores.items()}
 

@@ -92,6 +92,34 @@ def test_scoring_matches_hand_computed_values(beir_dir):
     assert evaluation.score_arm(dataset, {"q1": {"d1": 2.0, "d2": 1.0}})["all_supporting@5"] == 1
 
 
+def test_supporting_ids_are_read_and_recall_at_k_is_the_share_found(beir_dir):
+    # MuSiQue names supporting documents by corpus id (its titles repeat).
+    (beir_dir / "questions.jsonl").write_text(
+        json.dumps({"_id": "q1", "supporting_ids": ["d1", "d4"], "supporting_titles": ["Etna"]})
+        + "\n"
+        + json.dumps({"_id": "q2", "supporting_titles": ["Etna", "Sourdough"]})
+        + "\n"
+    )
+    dataset = evaluation.load_dataset(str(beir_dir))
+    assert dataset.supporting == {"q1": {"d1", "d4"}, "q2": {"d2", "d3"}}
+    runs = {
+        "q1": {"d1": 5.0, "d5": 4.0, "d4": 3.0},  # both found, the second at rank 3
+        "q2": {"d5": 5.0, "d2": 4.0},  # one of two found, at rank 2
+    }
+    scores = evaluation.score_arm(dataset, runs)
+    assert scores["recall@2"] == pytest.approx((1 / 2 + 1 / 2) / 2)
+    assert scores["recall@5"] == pytest.approx((2 / 2 + 1 / 2) / 2)
+    assert scores["all_supporting@5"] == 0.5
+
+
+def test_a_supporting_id_the_corpus_lacks_is_an_error(beir_dir):
+    (beir_dir / "questions.jsonl").write_text(
+        json.dumps({"_id": "q1", "supporting_ids": ["d1", "nope"]}) + "\n"
+    )
+    with pytest.raises(ValueError, match="q1 names supporting ids the corpus lacks: nope"):
+        evaluation.load_dataset(str(beir_dir))
+
+
 @pytest.mark.slow
 def test_eval_command_end_to_end_and_reuse(beir_dir, tmp_path, capsys):
     root, out = str(tmp_path / "root"), str(tmp_path / "out")
