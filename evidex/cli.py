@@ -604,8 +604,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Build (or reuse, by input fingerprint and config) a bundle of DIR's "
         "corpus.jsonl, run every query of qrels/<split>.tsv through each arm (dense, lexical, "
         "fusion w=1.0 and 0.1, router) and report NDCG@10, Recall@100, MRR@10 (plus "
-        "all-supporting@k when DIR has questions.jsonl) and latency: a table, report.json and "
-        "arms.png. Unknown --flags go to the Beam build.",
+        "recall@2, recall@5 and all-supporting@k of the supporting documents when DIR has "
+        "questions.jsonl: supporting_ids, else supporting_titles) and latency: a table, "
+        "report.json and arms.png. Unknown --flags go to the Beam build.",
     )
     p.add_argument("data", metavar="DIR", help="BEIR directory, e.g. ../shared/data/scifact")
     p.add_argument("--split", default="test", help="qrels split (default test)")
