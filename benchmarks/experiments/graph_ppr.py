@@ -9,10 +9,11 @@ and between the subject and object entities of each relation. Seeds: the query's
 n-grams (1-4 words) that are an alias of a canonical entity, each weighted by its
 specificity (1 / the number of chunks the entity occurs in); entities in more than
 ``--max-seed-chunks`` chunks are not seeds; ``--dense-seeds N`` adds the top N dense
-chunks as seeds too (HippoRAG 2 seeds passages as well as entities). PPR by power iteration (``--iterations``);
-chunks ranked by the mass that reaches them. The graph ranking is fused with the dense
-and BM25 rankings by reciprocal rank (k = 60), and scored at the document level with
-``evidex eval``'s own scorer. Not in the product: the figures decide whether it goes in.
+chunks as seeds too (HippoRAG 2 seeds passages as well as entities). PPR by power
+iteration (``--iterations``); chunks ranked by the mass that reaches them. The graph
+ranking is fused with the dense and BM25 rankings by reciprocal rank (k = 60), and scored
+at the document level with ``evidex eval``'s own scorer. Not in the product: the figures
+decide whether it goes in.
 """
 
 import argparse
