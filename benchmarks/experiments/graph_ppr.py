@@ -80,6 +80,12 @@ def ppr(matrix, n: int, personal: dict[int, float], damping: float, iterations: 
     return mass
 
 
+def walk(matrix, n: int, n_entities: int, bundle, personal: dict[int, float], args) -> list[str]:
+    mass = ppr(matrix, n, personal, args.damping, args.iterations)[n_entities:]
+    top = np.argsort(-mass)[:DEPTH]
+    return [bundle.chunk_ids[i] for i in top if mass[i] > 0]
+
+
 def fused(rankings: list[tuple[list[str], float]]) -> dict[str, float]:
     scores: dict[str, float] = {}
     for ranking, weight in rankings:
@@ -111,6 +117,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="also seed the walk with the top N dense chunks (their share: --chunk-share)",
     )
     parser.add_argument("--chunk-share", type=float, default=0.5)
+    parser.add_argument(
+        "--bridge",
+        type=int,
+        default=0,
+        help="second round: entities of the top N chunks of the first fused ranking join "
+        "the seeds (at half their specificity) and the walk runs again",
+    )
     parser.add_argument("--lexical-weights", default="1,0.1")
     args = parser.parse_args(argv)
 
@@ -121,6 +134,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     layer = bundle.knowledge
     matrix, n_entities = build_graph(layer, bundle.row_of_chunk)
     n = matrix.shape[0]
+    entities_of: dict[str, list[int]] = {}
+    for e, chunks in enumerate(layer.entity_chunks):
+        for c in chunks:
+            entities_of.setdefault(c, []).append(e)
     per_query = {}
     seeded = 0
     for qid, text in sorted(dataset.queries.items()):
@@ -137,9 +154,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         graph: list[str] = []
         if personal:
             seeded += 1
-            mass = ppr(matrix, n, personal, args.damping, args.iterations)[n_entities:]
-            top = np.argsort(-mass)[:DEPTH]
-            graph = [bundle.chunk_ids[i] for i in top if mass[i] > 0]
+            graph = walk(matrix, n, n_entities, bundle, personal, args)
+            if args.bridge:
+                first = fused([(dense, 1.0), (lexical, 1.0), (graph, 1.0)])
+                best = sorted(first, key=lambda c: -first[c])[: args.bridge]
+                for chunk in best:
+                    for e in entities_of.get(chunk, ()):
+                        count = len(layer.entity_chunks[e])
+                        if count <= args.max_seed_chunks and e not in personal:
+                            personal[e] = 0.5 / count
+                graph = walk(matrix, n, n_entities, bundle, personal, args)
         per_query[qid] = (dense, lexical, graph)
     report = {"queries": len(per_query), "queries_with_seeds": seeded, "runs": {}}
     for lw in (float(w) for w in args.lexical_weights.split(",")):
