@@ -125,6 +125,9 @@ def serve(
 
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
+    if workers > 1 and not hasattr(os, "fork"):
+        logger.warning("this platform cannot fork worker processes: serving with one")
+        workers = 1
     sock = bind(host, port)
     app = app_factory()
     config = uvicorn.Config(app, log_level=log_level, lifespan="off")
