@@ -8,12 +8,14 @@ The graph: entity and chunk nodes; an edge between an entity and each chunk it o
 and between the subject and object entities of each relation. Seeds: the query's word
 n-grams (1-4 words) that are an alias of a canonical entity, each weighted by its
 specificity (1 / the number of chunks the entity occurs in); entities in more than
-``--max-seed-chunks`` chunks are not seeds; ``--dense-seeds N`` adds the top N dense
-chunks as seeds too (HippoRAG 2 seeds passages as well as entities). PPR by power
-iteration (``--iterations``); chunks ranked by the mass that reaches them. The graph
-ranking is fused with the dense and BM25 rankings by reciprocal rank (k = 60), and scored
-at the document level with ``evidex eval``'s own scorer. Not in the product: the figures
-decide whether it goes in.
+``--max-seed-chunks`` chunks are not seeds. ``--link-embeddings T`` also links each
+entity spaCy finds in the query to the canonical entity whose name embeds closest
+(cosine >= T); ``--dense-seeds N`` adds the top N dense chunks as seeds (HippoRAG 2 seeds
+passages as well as entities); ``--bridge N`` runs a second walk with the entities of the
+first fused ranking's top N chunks added. PPR by power iteration (``--iterations``);
+chunks ranked by the mass that reaches them. The graph ranking is fused with the dense and
+BM25 rankings by reciprocal rank (k = 60), and scored at the document level with
+``evidex eval``'s own scorer. Not in the product: the figures decide whether it goes in.
 """
 
 import argparse
@@ -118,6 +120,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--chunk-share", type=float, default=0.5)
     parser.add_argument(
+        "--link-embeddings",
+        type=float,
+        default=0.0,
+        help="also link each named entity spaCy finds in the query to the canonical entity "
+        "whose name embeds closest, when the cosine is at least this (0: off)",
+    )
+    parser.add_argument(
         "--bridge",
         type=int,
         default=0,
@@ -138,12 +147,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     for e, chunks in enumerate(layer.entity_chunks):
         for c in chunks:
             entities_of.setdefault(c, []).append(e)
+    names = None
+    if args.link_embeddings:
+        vectors = [
+            bundle.encoder.encode_batch(layer.entity_names[i : i + 256])
+            for i in range(0, len(layer.entity_names), 256)
+        ]
+        names = np.vstack(vectors)
+    recognizer = bundle.recognizer()
     per_query = {}
     seeded = 0
     for qid, text in sorted(dataset.queries.items()):
         dense = [e.chunk_id for e in retrieve(bundle, text, k=DEPTH, arms=("dense",))]
         lexical = [e.chunk_id for e in retrieve(bundle, text, k=DEPTH, arms=("lexical",))]
         personal = seeds(layer, text, args.max_seed_chunks)
+        if names is not None and recognizer is not None:
+            for mention, _label in recognizer(text):
+                similarity = names @ bundle.encoder.encode(mention)
+                best = int(np.argmax(similarity))
+                count = len(layer.entity_chunks[best])
+                if similarity[best] >= args.link_embeddings and 0 < count <= args.max_seed_chunks:
+                    personal[best] = max(personal.get(best, 0.0), 1.0 / count)
         if args.dense_seeds:
             total = sum(personal.values()) or 1.0
             share = args.chunk_share / (1 - args.chunk_share) * total if personal else 1.0
