@@ -15,7 +15,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -24,14 +23,10 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 
+from benchmarks.query import free_port
+
 QUERY = "How do I read a gzip-compressed file?"
 HEAVY = ("torch", "transformers", "sentence_transformers", "spacy")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _env() -> dict[str, str]:
@@ -68,7 +63,7 @@ def first_answer(root: str, runs: int, workers: int) -> dict:
     body = json.dumps({"query": QUERY, "k": 3}).encode()
     walls = []
     for _ in range(runs):
-        port = _free_port()
+        port = free_port()
         command = [sys.executable, "-m", "evidex.cli", "serve", "--root", root]
         command += ["--port", str(port), "--workers", str(workers)]
         started = time.perf_counter()

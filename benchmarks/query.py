@@ -41,7 +41,7 @@ def _time(fn: Callable[[], object]) -> float:
     return (time.perf_counter() - start) * 1000
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -57,7 +57,7 @@ def http_throughput(
     import subprocess
     import sys
 
-    port = _free_port()
+    port = free_port()
     command = [sys.executable, "-m", "evidex.cli", "serve", "--root", root]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     server = subprocess.Popen(

@@ -237,7 +237,7 @@ class BundledEncoder:
     that carry the same one.
 
     Example:
-        >>> encoder = BundledEncoder.open("/srv/evidex/bundles/<id>", bundle.manifest)
+        >>> encoder = query.bundle.open_encoder("/srv/evidex/bundles/<id>", manifest)
         >>> encoder.encode("what causes tides?").shape
         (384,)
     """

@@ -89,8 +89,7 @@ class Metrics:
         self.answers.labels(operation, status).inc()
 
     def observe(self, method: str, path: str, status: int, seconds: float) -> None:
-        label = path if path in PATHS or path.startswith("/static/") else "other"
-        label = "/static" if label.startswith("/static/") else label
+        label = "/static" if path.startswith("/static/") else path if path in PATHS else "other"
         self.requests.labels(method, label, str(status)).inc()
         self.latency.labels(method, label).observe(seconds)
 

@@ -83,9 +83,8 @@ class PrefetchedEntities:
         [('UPI Lite', 'ORG')]
     """
 
-    def __init__(self, pipeline: str, texts: Sequence[str], pipe: int | None, pid: int | None):
+    def __init__(self, pipeline: str, pipe: int | None, pid: int | None):
         self._pipeline = pipeline
-        self._texts = list(texts)
         self._pipe = pipe
         self._pid = pid
         self._found: dict[str, list[tuple[str, str]]] | None = None
@@ -97,7 +96,7 @@ class PrefetchedEntities:
         """Fork the helper for ``texts`` (Linux, before spaCy is imported here); elsewhere
         the pipeline is loaded here on first use."""
         if sys.platform != "linux" or "spacy" in sys.modules or not texts:
-            return cls(pipeline, texts, None, None)
+            return cls(pipeline, None, None)
         read, write = os.pipe()
         pid = os.fork()
         if pid == 0:  # the helper: it never returns into the caller's code
@@ -105,15 +104,13 @@ class PrefetchedEntities:
             try:
                 os.close(read)
                 ner = QueryEntities.load(pipeline)
-                payload = json.dumps({text: ner(text) for text in texts}).encode("utf-8")
-                view = memoryview(payload)
-                while view:
-                    view = view[os.write(write, view) :]
+                with os.fdopen(write, "wb") as handle:
+                    handle.write(json.dumps({text: ner(text) for text in texts}).encode("utf-8"))
                 code = 0
             finally:
                 os._exit(code)
         os.close(write)
-        return cls(pipeline, texts, read, pid)
+        return cls(pipeline, read, pid)
 
     def __call__(self, query: str) -> list[tuple[str, str]]:
         with self._lock:
@@ -130,15 +127,14 @@ class PrefetchedEntities:
         """The helper's results (empty, and a warning, when it failed)."""
         if self._pipe is None or self._pid is None:
             return {}
-        chunks = []
         with os.fdopen(self._pipe, "rb") as handle:
-            chunks.append(handle.read())
+            payload = handle.read()
         _, status = os.waitpid(self._pid, 0)
         self._pipe = self._pid = None
         if os.waitstatus_to_exitcode(status) != 0:
             logger.warning("query NER helper failed; loading spaCy %s here", self._pipeline)
             return {}
-        raw = json.loads(b"".join(chunks))
+        raw = json.loads(payload)
         return {text: [(str(t), str(label)) for t, label in ents] for text, ents in raw.items()}
 
 

@@ -3,6 +3,7 @@ small real bundle built with the real pipeline, shared by read-only tests."""
 
 import os
 import shutil
+import socket
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,13 @@ def token_counter(model_path: str):
     from transforms.chunk import TokenCounter
 
     return TokenCounter.load(model_path)
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def write_corpus(directory: Path, files: dict[str, str | bytes]) -> Path:

@@ -6,7 +6,6 @@ The figure for docs/benchmarks.md is printed (``-s``) as ``load: ...``.
 """
 
 import json
-import socket
 import threading
 import time
 
@@ -17,22 +16,17 @@ import uvicorn
 
 from query.server import create_app
 from store.activation import activate, rollback
+from tests.conftest import free_port
 
 CLIENTS = 16
 LOAD_SECONDS = 60.0
 QUERIES = ["How is green tea made?", "Which river reaches the Black Sea?", "barn owls", "rust"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_sixteen_clients_see_no_5xx_across_an_activation(two_bundle_root, query_encoder):
     root = str(two_bundle_root)
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(
             create_app(root, model=query_encoder),

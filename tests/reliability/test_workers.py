@@ -9,7 +9,6 @@ supervisor and every worker.
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -19,16 +18,10 @@ import httpx
 import pytest
 
 from store.activation import activate, rollback
+from tests.conftest import free_port
+from tests.reliability.test_load import CLIENTS, QUERIES
 
-CLIENTS = 16
 LOAD_SECONDS = 20.0
-QUERIES = ["How is green tea made?", "Which river reaches the Black Sea?", "barn owls", "rust"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _children(pid: int) -> list[int]:
@@ -47,7 +40,7 @@ def _fresh_health(base: str) -> str:
 def test_two_workers_share_the_load_and_follow_activations(two_bundle_root, tmp_path):
     root = tmp_path / "root"
     shutil.copytree(two_bundle_root, root)
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
