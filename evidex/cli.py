@@ -130,12 +130,16 @@ def cmd_build(args: argparse.Namespace, beam_args: list[str]) -> int:
     }
     dead = sum(m.dead_letter_counts.values())
     delta = m.delta or {}
+    documents = m.row_counts["documents"] + delta.get("unchanged", 0)
+    chunks = m.row_counts["chunks"] + delta.get("chunks_reused", 0)
+    segments = len(m.segments)
     human = (
-        f"built bundle {result.bundle_id}: {m.row_counts['documents']} documents "
+        f"built bundle {result.bundle_id}: {documents} documents "
         f"({delta.get('new', 0)} new, {delta.get('changed', 0)} changed, "
         f"{delta.get('unchanged', 0)} unchanged, {delta.get('deleted', 0)} deleted), "
-        f"{m.row_counts['chunks']} chunks, {dead} dead letters, {result.seconds:.0f}s\n"
-        f"  {embedding_summary(m.row_counts['chunks'], delta)}\n"
+        f"{chunks} chunks in {segments} segment{'s' if segments != 1 else ''}, "
+        f"{dead} dead letters, {result.seconds:.0f}s\n"
+        f"  {embedding_summary(chunks, delta)}\n"
         f"  {result.path}\n  next: evidex validate {result.bundle_id}"
     )
     _emit(payload, args.json, human)
@@ -183,7 +187,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     root = resolve_root(args.root)
     bundle_id = args.bundle or _newest_bundle(root)
     path = local_bundle(root, bundle_id)  # a cached copy when the root is an object store
-    report = validate_bundle(path, regression=read_cases(root))
+    report = validate_bundle(
+        path, regression=read_cases(root), locate=lambda other: local_bundle(root, other)
+    )
     store_validation_report(root, bundle_id, path)
     failed = report.failed()
     human = (
@@ -272,14 +278,105 @@ def _bundle_summary(root: str, bundle_id: str) -> dict[str, Any]:
         validation = "passed" if report.get("passed") else "failed"
     except FileNotFoundError:
         validation = "not validated"
+    from store.segments import segment_refs
+
+    refs = segment_refs(manifest)
+    state = manifest.knowledge_state
     return {
         "bundle_id": bundle_id,
         "created_at": manifest.created_at,
         "row_counts": manifest.row_counts,
+        "live": {
+            "documents": sum(r.documents - len(r.deleted_documents) for r in refs),
+            "chunks": sum(r.chunks - len(r.deleted_chunks) for r in refs),
+        },
+        "segments": [
+            {
+                "bundle_id": r.bundle_id,
+                "documents": r.documents,
+                "chunks": r.chunks,
+                "deleted_documents": len(r.deleted_documents),
+                "deleted_chunks": len(r.deleted_chunks),
+            }
+            for r in refs
+        ],
+        "knowledge_state": state.model_dump() if state else None,
         "dead_letter_counts": manifest.dead_letter_counts,
         "validation": validation,
         "model": manifest.model.name,
     }
+
+
+def _staleness(state: dict[str, Any] | None) -> str:
+    if not state:
+        return ""
+    if state["entities_changed"] == 0:
+        return f"; communities fresh (clustered in {state['communities_from']})"
+    return (
+        f"; communities from {state['communities_from']}, "
+        f"{state['entities_changed']:.1%} of entities changed since"
+    )
+
+
+def cmd_compact(args: argparse.Namespace, beam_args: list[str]) -> int:
+    from pipelines.compact import MergePolicy, run
+    from store.activation import activate, read_active
+    from store.bundles import local_bundle, read_manifest, resolve_root, store_validation_report
+    from store.regression import read_cases
+    from validation import validate_bundle
+
+    root = resolve_root(args.root)
+    active = read_active(root)
+    source = args.source or active
+    if source is None:
+        raise RuntimeError(f"nothing to compact: no active bundle under {root}")
+    if not args.force:
+        policy = MergePolicy(max_segments=args.max_segments, max_deleted_share=args.max_deleted)
+        reason = policy.reason(read_manifest(local_bundle(root, source)))
+        if reason is None:
+            _emit(
+                {"compacted": False, "source": source},
+                args.json,
+                f"{source} needs no compaction (at most {args.max_segments} segments and "
+                f"{args.max_deleted:.0%} deleted rows); --force compacts anyway",
+            )
+            return 0
+        logger.info("compacting %s: %s", source, reason)
+    result = run(beam_args, root=root, source=source)
+    path = local_bundle(root, result.bundle_id)
+    report = validate_bundle(
+        path, regression=read_cases(root), locate=lambda other: local_bundle(root, other)
+    )
+    store_validation_report(root, result.bundle_id, path)
+    payload: dict[str, Any] = {
+        "compacted": True,
+        "source": source,
+        "bundle_id": result.bundle_id,
+        "seconds": result.seconds,
+        "segments": result.manifest.delta.get("compacted_segments")
+        if result.manifest.delta
+        else [],
+        "validation": "passed" if report.passed else "failed",
+        "activated": False,
+    }
+    if not report.passed:
+        failed = ", ".join(c.name for c in report.failed()[:3])
+        _emit(payload, args.json, f"compacted {result.bundle_id}, but validation failed: {failed}")
+        return 1
+    if source == active and not args.no_activate:
+        activate(root, result.bundle_id, expected_previous=active)
+        payload["activated"] = True
+    merged = len(payload["segments"] or [])
+    _emit(
+        payload,
+        args.json,
+        f"compacted {source} ({merged} segments) into {result.bundle_id} in "
+        f"{result.seconds:.0f}s: validation passed"
+        + (
+            ", activated" if payload["activated"] else f"; next: evidex activate {result.bundle_id}"
+        ),
+    )
+    return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -300,10 +397,23 @@ def cmd_status(args: argparse.Namespace) -> int:
             for name in ("entities", "relations", "communities")
             if name in counts
         )
+        live, segments = s["live"], s["segments"]
+        deleted = sum(g["deleted_chunks"] for g in segments)
         lines.append(
-            f" {mark} {s['bundle_id']}  {counts.get('documents', 0)} docs  "
-            f"{counts.get('chunks', 0)} chunks  {knowledge}validation: {s['validation']}"
+            f" {mark} {s['bundle_id']}  {live['documents']} docs  "
+            f"{live['chunks']} chunks  {knowledge}validation: {s['validation']}"
         )
+        lines.append(
+            f"     {len(segments)} segment{'s' if len(segments) != 1 else ''}, "
+            f"{deleted} deleted chunk rows" + _staleness(s["knowledge_state"])
+        )
+        if s["bundle_id"] == active and len(segments) > 1:
+            for g in segments:
+                lines.append(
+                    f"       segment {g['bundle_id']}: {g['documents']} docs, {g['chunks']} "
+                    f"chunks, {g['deleted_documents']} docs / {g['deleted_chunks']} chunks "
+                    "deleted"
+                )
     if not summaries:
         lines.append("   (none)")
     lines.append(f"history: {len(history)} events")
@@ -556,6 +666,39 @@ def build_parser() -> argparse.ArgumentParser:
         "Beam pipeline (MatchContinuously + windows) for Dataflow or Flink",
     )
     _root_arg(p)
+    p = sub.add_parser(
+        "compact",
+        help="merge the active generation's segments into one (validated, activated)",
+        description="Rewrite the live rows of every segment of the active generation (or "
+        "--source) as one segment, with the knowledge layer (entities, relations, "
+        "communities) computed afresh, without chunking, embedding or parsing anything "
+        "again; then validate it and, if it passes, activate it in place of the generation "
+        "it compacted (compare-and-swap: a refresh activated meanwhile wins). Runs only when "
+        "the merge policy calls for it (more than --max-segments segments, or more than "
+        "--max-deleted of the chunk rows deleted) unless --force. Beam runner flags are "
+        "passed to the pipeline.",
+    )
+    p.add_argument("--source", default=None, metavar="BUNDLE", help="generation to compact")
+    p.add_argument(
+        "--max-segments",
+        dest="max_segments",
+        type=int,
+        default=10,
+        help="compact when the generation has more segments than this (default %(default)s)",
+    )
+    p.add_argument(
+        "--max-deleted",
+        dest="max_deleted",
+        type=float,
+        default=0.25,
+        help="compact when more than this share of chunk rows is deleted (default %(default)s)",
+    )
+    p.add_argument("--force", action="store_true", help="compact whatever the policy says")
+    p.add_argument(
+        "--no-activate", dest="no_activate", action="store_true", help="validate, do not activate"
+    )
+    _root_arg(p)
+    _json_arg(p)
     p = sub.add_parser(
         "validate",
         help="run the validation gate on a bundle",
@@ -887,7 +1030,7 @@ def _reranker(args: argparse.Namespace) -> Any:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
-    if extra and args.command not in ("build", "eval", "stream"):
+    if extra and args.command not in ("build", "eval", "stream", "compact"):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if extra:
         _check_passthrough(parser, args.command, extra)
@@ -909,6 +1052,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_eval(args, extra)
         if args.command == "stream":
             return cmd_stream(args, extra)
+        if args.command == "compact":
+            return cmd_compact(args, extra)
         return handlers[args.command](args)
     except KeyboardInterrupt:
         print("evidex: interrupted", file=sys.stderr)

@@ -113,7 +113,9 @@ def refresh(input_pattern: str, root: str | None, build_args: Sequence[str] = ()
         delta.get("texts_embedded", 0),
     )
     local = local_bundle(root, built.bundle_id)  # a cached copy on an object-store root
-    report = validate_bundle(local, regression=read_cases(root))
+    report = validate_bundle(
+        local, regression=read_cases(root), locate=lambda other: local_bundle(root, other)
+    )
     store_validation_report(root, built.bundle_id, local)
     if not report.passed:
         failed = ", ".join(c.name for c in report.failed()[:3])

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import apache_beam as beam
+import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import (
@@ -34,8 +35,9 @@ from apache_beam.options.pipeline_options import (
 from pipelines.encoder_artifact import reuse_encoder, write_encoder
 from pipelines.knowledge import KNOWLEDGE_COUNTER, assemble_knowledge
 from pipelines.options import add_build_arguments
-from schemas import DEAD_LETTER_SCHEMA, DOCUMENT_SCHEMA, register_coders
-from schemas.manifest import Manifest, ModelFingerprint
+from pipelines.segment import write_segment
+from schemas import DEAD_LETTER_SCHEMA, register_coders
+from schemas.manifest import KnowledgeState, Manifest, ModelFingerprint
 from store import bundles, storage
 from store.activation import read_active
 from store.config import (
@@ -55,19 +57,24 @@ from store.models import (
     load_sentence_transformer,
     resolve_model,
 )
+from store.segments import (
+    LiveDocument,
+    Segment,
+    live_revisions,
+    open_segments,
+    segment_ids,
+)
 from store.staging import discard, heartbeat
-from transforms.ann import BuildAnnIndex, BuildAnnPartitions
 from transforms.chunk import ChunkDocuments
-from transforms.delta import CHANGED, SplitByDelta, reusable_parent
+from transforms.delta import CHANGED, UNCHANGED, SplitByDelta, reusable_parent
 from transforms.embed import EmbedChunks
-from transforms.gather import CollectAll
 from transforms.ingest import ReadDocuments, count_matches, pattern_and_root
-from transforms.lexical import BuildLexicalIndex
 from transforms.offload import available_cores
+from transforms.segments import ReadExtraction
 from transforms.sidecar import SidecarError, read_sidecar
 from transforms.stdlib_corpus import ReadStdlibCorpus
 from transforms.tags import BAD, GOOD
-from transforms.write import WriteTable, WriteTables, chunk_rows_table, records_table
+from transforms.write import WriteTable, WriteTables, records_table
 
 logger = logging.getLogger(__name__)
 
@@ -173,11 +180,23 @@ def config_from_options(opts: EvidexBuildOptions) -> BuildConfig:
 
 @dataclass(frozen=True)
 class ParentBundle:
-    """The active bundle a delta build reuses rows and vectors from."""
+    """The active generation a refresh builds on: its segments and live documents."""
 
     bundle_id: str
     path: str
-    revisions: list[tuple[str, str]]
+    segments: list[Segment]
+    live: dict[str, LiveDocument]
+    """Each live document's revision, state and the position of the segment holding it."""
+
+    @property
+    def states(self) -> list[tuple[str, str]]:
+        """``(doc_id, state)`` of every live document (see ``document_state``)."""
+        return sorted((doc_id, doc.state) for doc_id, doc in self.live.items())
+
+
+UNCHANGED_IDS = ".unchanged.parquet"
+"""Staging-only list of the documents a refresh kept where they are (removed before the
+manifest is written)."""
 
 
 def assemble(
@@ -190,7 +209,9 @@ def assemble(
     sidecar: dict[str, dict[str, Any]] | None = None,
     spacy_processes: int = 1,
 ) -> None:
-    """Wire every stage of the build into ``pipeline``, writing into ``staging``."""
+    """Wire every stage of the build into ``pipeline``, writing into ``staging``: one
+    segment with every input document, or (with ``parent``) one segment with the new and
+    changed documents only, the rest kept in the parent's segments."""
     model_path = resolve_model(config.embed.model)
     if config.input == STDLIB_CORPUS:
         read = pipeline | "ReadStdlibCorpus" >> ReadStdlibCorpus(
@@ -202,13 +223,20 @@ def assemble(
             pattern, root=root, config=config.ingest, sidecar=sidecar
         )
     documents = read[GOOD]
-    to_chunk, reused = documents, None
+    kept = None
     if parent is not None:
-        delta = documents | "Delta" >> SplitByDelta(
-            parent.revisions, storage.join(parent.path, bundles.CHUNKS)
+        delta = documents | "Delta" >> SplitByDelta(parent.states)
+        documents = delta[CHANGED]
+        _ = delta[UNCHANGED] | "WriteUnchangedIds" >> WriteTable(
+            storage.join(staging, UNCHANGED_IDS),
+            to_table=lambda ids: pa.table({"doc_id": pa.array(ids, type=pa.string())}),
+            sort_key=lambda d: d,
         )
-        to_chunk, reused = delta[CHANGED], delta["reused"]
-    chunked = to_chunk | "ChunkDocuments" >> ChunkDocuments(
+        if config.knowledge.enabled:
+            kept = pipeline | "KeptExtraction" >> ReadExtraction(
+                [(s.path, s.ref.deleted_chunks) for s in parent.segments], keep=delta[UNCHANGED]
+            )
+    chunked = documents | "ChunkDocuments" >> ChunkDocuments(
         model=model_path, config=config.chunk, max_tokens=model.max_seq_length - 2
     )
     embedded = chunked[GOOD] | "EmbedChunks" >> EmbedChunks(
@@ -217,8 +245,6 @@ def assemble(
         batch_chars=config.embed.batch_chars,
     )
     all_embedded = embedded[GOOD]
-    if reused is not None:
-        all_embedded = (embedded[GOOD], reused) | "MergeReused" >> beam.Flatten()
     if config.knowledge.enabled:
         assemble_knowledge(
             all_embedded | "ChunksForKnowledge" >> beam.Map(lambda e: e.chunk),
@@ -228,36 +254,10 @@ def assemble(
             staging=staging,
             parent_path=parent.path if parent else None,
             spacy_processes=spacy_processes,
+            kept=kept,
         )
+    write_segment(documents, all_embedded, staging=staging, config=config, model=model)
     join = storage.join
-    _ = documents | "WriteDocuments" >> WriteTable(
-        join(staging, bundles.DOCUMENTS),
-        to_table=lambda rows: records_table(rows, DOCUMENT_SCHEMA),
-        sort_key=lambda d: d.doc_id,
-    )
-    dimension = model.dimension
-    # One gathering of the chunk rows feeds the chunk table, its index and BM25.
-    collected = all_embedded | "CollectEmbedded" >> CollectAll()
-    _ = collected | "WriteChunks" >> WriteTable(
-        join(staging, bundles.CHUNKS),
-        to_table=lambda rows: chunk_rows_table(rows, dimension),
-        sort_key=lambda e: e.chunk.chunk_id,
-        collected=True,
-    )
-    _ = collected | "BuildChunkIndex" >> BuildAnnIndex(
-        join(staging, bundles.CHUNK_INDEX), dimension=dimension, config=config.ann, collected=True
-    )
-    _ = all_embedded | "BuildChunkPartitions" >> BuildAnnPartitions(
-        staging, dimension=dimension, config=config.ann
-    )
-    _ = (
-        collected
-        | "ChunksOfEmbedded" >> beam.Map(lambda rows: [e.chunk for e in rows])
-        | "BuildLexicalIndex"
-        >> BuildLexicalIndex(
-            join(staging, bundles.LEXICAL_DIR), config=config.lexical, collected=True
-        )
-    )
     dead_letters = dict(zip(STAGES, (read[BAD], chunked[BAD], embedded[BAD]), strict=True))
     _ = dead_letters | "WriteFailures" >> WriteTables(
         {stage: join(staging, bundles.FAILURES_DIR, f"{stage}.parquet") for stage in STAGES},
@@ -287,7 +287,9 @@ def spacy_processes(options: PipelineOptions) -> int:
     raise BuildFailedError(f"--spacy_processes must be 'auto' or a positive integer, got {value!r}")
 
 
-def _check_bad_ratio(staging: str, max_bad_ratio: float, *, shown: str, kept: bool) -> None:
+def _check_bad_ratio(
+    staging: str, max_bad_ratio: float, *, shown: str, kept: bool, unchanged: int = 0
+) -> None:
     """Fail the build, in one line, when too few documents got through.
 
     Raises:
@@ -295,7 +297,7 @@ def _check_bad_ratio(staging: str, max_bad_ratio: float, *, shown: str, kept: bo
             the message counts the dead letters by error type and says where they are
             (``kept``: the staging folder's failures/ survives the failure).
     """
-    docs = pq.ParquetFile(os.path.join(staging, bundles.DOCUMENTS)).metadata.num_rows
+    docs = pq.ParquetFile(os.path.join(staging, bundles.DOCUMENTS)).metadata.num_rows + unchanged
     types: dict[str, Counter[str]] = {}
     for stage in STAGES:
         path = os.path.join(staging, bundles.FAILURES_DIR, f"{stage}.parquet")
@@ -429,12 +431,19 @@ def _build(
     except (RuntimeError, OSError) as exc:  # a DoFn's error, e.g. ENOSPC at a writer
         raise BuildFailedError(f"pipeline failed: {' '.join(str(exc).split())[:2000]}") from exc
     with _local_staging(staging) as local:
-        _check_bad_ratio(local, config.max_bad_ratio, shown=staging, kept=opts.keep_failed)
-        delta = _delta_counts(
-            local, parent, _counter(result, "texts_embedded"), _counter(result, "chunks_reused")
+        unchanged = _unchanged_ids(local, staging) if parent is not None else set()
+        _check_bad_ratio(
+            local,
+            config.max_bad_ratio,
+            shown=staging,
+            kept=opts.keep_failed,
+            unchanged=len(unchanged),
         )
+        kept, reused = _kept_segments(parent, unchanged)
+        delta = _delta_counts(local, parent, unchanged, _counter(result, "texts_embedded"), reused)
         delta["knowledge_texts_embedded"] = _counter(result, KNOWLEDGE_COUNTER)
         chunks = pq.ParquetFile(os.path.join(local, bundles.CHUNKS)).metadata.num_rows
+        chunks += delta["chunks_reused"]
         logger.info(
             "documents: %(new)d new, %(changed)d changed, %(unchanged)d unchanged, "
             "%(deleted)d deleted",
@@ -449,6 +458,11 @@ def _build(
             parent_bundle_id=active,
             delta=delta,
             query_encoder=query_encoder,
+            segments=kept,
+            knowledge_state=KnowledgeState(communities_from=bundle_id, entities_changed=0.0)
+            if config.knowledge.enabled
+            else None,
+            kept_revisions=[(d, parent.live[d].revision) for d in unchanged] if parent else (),
         )
         if local != staging:  # object store: the manifest joins the staged files
             storage.write_bytes(
@@ -472,9 +486,63 @@ def _delta_parent(
     if not reusable_parent(manifest, config=config, model=model):
         logger.info("active bundle %s used other chunking or model: full build", active)
         return None
-    table = bundles.read_columns(storage.join(path, bundles.DOCUMENTS), ["doc_id", "revision"])
-    revisions = list(zip(table["doc_id"].to_pylist(), table["revision"].to_pylist(), strict=True))
-    return ParentBundle(active, path, revisions)
+    if not manifest.segments:
+        logger.info(
+            "active bundle %s predates segments (schema %d): full build",
+            active,
+            manifest.schema_version,
+        )
+        return None
+    try:
+        segments = open_segments(
+            path, manifest, verify=False, locate=lambda b: bundles.bundle_path(root, b)
+        )
+        live = live_revisions(segments)
+    except bundles.BundleError as exc:
+        logger.warning("active bundle %s has a bad segment (%s): full build", active, exc)
+        return None
+    return ParentBundle(active, path, segments, live)
+
+
+def _unchanged_ids(local: str, staging: str) -> set[str]:
+    """The refresh's kept document ids, read from the staging-only file, which is then
+    removed (it is not part of the bundle)."""
+    path = os.path.join(local, UNCHANGED_IDS)
+    ids = set(pq.read_table(path, columns=["doc_id"])["doc_id"].to_pylist())
+    os.remove(path)
+    if local != staging:
+        storage.delete_file(storage.join(staging, UNCHANGED_IDS))
+    return ids
+
+
+def _kept_segments(parent: ParentBundle | None, unchanged: set[str]) -> tuple[list[Any], int]:
+    """The parent's segments that still hold a live document, each with its deletion set
+    grown by the documents this refresh changed or removed (and their chunks), and the
+    number of live chunks they keep."""
+    if parent is None:
+        return [], 0
+    kept, reused = [], 0
+    for position, segment in enumerate(parent.segments):
+        here = {d for d, doc in parent.live.items() if doc.position == position}
+        if not here & unchanged:
+            continue  # nothing of it stays live: the generation stops listing it
+        deleted_docs = set(segment.ref.deleted_documents) | (here - unchanged)
+        _, _, chunk_ids, chunk_docs = segment_ids(segment)
+        deleted_chunks = set()
+        for chunk_id, doc_id in zip(chunk_ids, chunk_docs, strict=True):
+            if doc_id in deleted_docs:
+                deleted_chunks.add(chunk_id)
+            else:
+                reused += 1
+        kept.append(
+            segment.ref.model_copy(
+                update={
+                    "deleted_documents": sorted(deleted_docs),
+                    "deleted_chunks": sorted(deleted_chunks),
+                }
+            )
+        )
+    return kept, reused
 
 
 @contextmanager
@@ -514,17 +582,18 @@ def _counter(result: Any, name: str) -> int:
 
 
 def _delta_counts(
-    staging: str, parent: ParentBundle | None, embedded: int, reused: int
+    staging: str, parent: ParentBundle | None, unchanged: set[str], embedded: int, reused: int
 ) -> dict[str, Any]:
-    table = pq.read_table(os.path.join(staging, bundles.DOCUMENTS), columns=["doc_id", "revision"])
-    now = dict(zip(table["doc_id"].to_pylist(), table["revision"].to_pylist(), strict=True))
-    before = dict(parent.revisions) if parent else {}
+    table = pq.read_table(os.path.join(staging, bundles.DOCUMENTS), columns=["doc_id"])
+    written = table["doc_id"].to_pylist()
+    before = parent.live if parent else {}
+    changed = sum(d in before for d in written)
     return {
         "parent": parent.bundle_id if parent else None,
-        "new": sum(d not in before for d in now),
-        "changed": sum(d in before and before[d] != r for d, r in now.items()),
-        "unchanged": sum(before.get(d) == r for d, r in now.items()),
-        "deleted": sum(d not in now for d in before),
+        "new": len(written) - changed,
+        "changed": changed,
+        "unchanged": len(unchanged),
+        "deleted": len(before) - len(unchanged) - changed,
         "texts_embedded": embedded,
         "chunks_reused": reused,
     }

@@ -16,6 +16,8 @@ from schemas import (
     MENTION_SCHEMA,
     RELATION_SCHEMA,
     DeadLetter,
+    Mention,
+    Statement,
 )
 from store import bundles, storage
 from store.config import BuildConfig
@@ -26,8 +28,9 @@ from transforms.delta import ReadKnownVectors
 from transforms.embed import EmbedTexts, text_key
 from transforms.extract import ACRONYMS, MENTIONS, STATEMENTS, ExtractKnowledge
 from transforms.gather import Gather
+from transforms.segments import WriteExtraction
 from transforms.summaries import AggregateRelations
-from transforms.tags import BAD, GOOD
+from transforms.tags import BAD, GOOD, typed
 from transforms.write import WriteTable, WriteTables, records_table, vector_rows_table
 
 EXTRACT_STAGE = "extract"
@@ -80,8 +83,14 @@ def assemble_knowledge(
     staging: str,
     parent_path: str | None = None,
     spacy_processes: int = 1,
+    kept: dict[str, beam.PCollection] | None = None,
+    kept_in_segment: bool = False,
 ) -> None:
-    """Add the knowledge layer over ``chunks`` (every chunk of the new bundle).
+    """Add the knowledge layer over ``chunks`` (the chunks of the new segment) and the
+    ``kept`` extraction of every other live chunk (see :class:`transforms.segments.
+    ReadExtraction`); the new chunks' extraction is written into the segment, and the kept
+    extraction too when ``kept_in_segment`` (compaction: the kept rows move into the one
+    new segment).
 
     ``spacy_processes`` is how many parsers each worker runs (itself included);
     it changes speed, never the output.
@@ -93,12 +102,24 @@ def assemble_knowledge(
         batch_size=knowledge.spacy_batch_size,
         processes=spacy_processes,
     )
+    rows = {name: extracted[name] for name in (MENTIONS, STATEMENTS, ACRONYMS)}
+    if not kept_in_segment:
+        _ = rows | "WriteSegmentExtraction" >> WriteExtraction(staging)
+    if kept is not None:
+        rows = {
+            name: (rows[name], kept[name]) | f"WithKept{name.title()}" >> beam.Flatten()
+            for name in rows
+        }
+        rows[MENTIONS] = typed(rows[MENTIONS], list[Mention])
+        rows[STATEMENTS] = typed(rows[STATEMENTS], list[Statement])
+    if kept_in_segment:
+        _ = rows | "WriteSegmentExtraction" >> WriteExtraction(staging)
     canon = {
-        "mentions": extracted[MENTIONS],
-        "acronyms": extracted[ACRONYMS],
+        "mentions": rows[MENTIONS],
+        "acronyms": rows[ACRONYMS],
     } | "CanonicalizeEntities" >> CanonicalizeEntities(model=model_path, config=knowledge)
     relations = {
-        "statements": extracted[STATEMENTS],
+        "statements": rows[STATEMENTS],
         "assignment": canon[ASSIGNMENT],
         "names": canon[NAMES],
     } | "AggregateRelations" >> AggregateRelations()

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 from query.encoder import BACKENDS, Backend, BundledEncoder, QueryEncoder
 from query.knowledge import load_knowledge
 from query.lexical import LexicalIndex
+from query.segments import merge_segments
 from schemas.manifest import Manifest
 from store.activation import read_active
 from store.bundles import (
@@ -41,6 +42,7 @@ from store.models import (
     resolve_model,
     tokenizer_json_digest,
 )
+from store.segments import Locate, open_segments
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +82,9 @@ class LoadedBundle:
     knowledge: Any = None
     partitions: dict[str, Any] = field(default_factory=dict)
     """Per-access-class HNSW indexes (``chunks.<class>.usearch``) for restricted callers."""
+    segments: list[Any] = field(default_factory=list)
+    """The generation's segments (:class:`store.segments.Segment`), oldest first."""
+    _vector_source: Any = field(default=None, repr=False)
     _row_of_chunk: dict[str, int] = field(default_factory=dict, repr=False)
     _row_of_key: dict[int, int] = field(default_factory=dict, repr=False)
     _vectors: np.ndarray | None = field(default=None, repr=False)
@@ -132,7 +137,9 @@ class LoadedBundle:
 
     def vectors(self) -> np.ndarray:
         """All chunk vectors (n x d float32), read on first use for filtered search."""
-        if self._vectors is None:
+        if self._vectors is None and self._vector_source is not None:
+            self._vectors = self._vector_source()
+        elif self._vectors is None:
             table = read_parquet(os.path.join(self.path, CHUNKS), columns=["embedding"])
             self._vectors = embedding_matrix(table.column("embedding"))
         return self._vectors
@@ -319,6 +326,7 @@ def load_bundle(
         model=model,
         encoder=encoder,
         encoder_threads=encoder_threads,
+        locate=lambda segment_bundle: local_bundle(resolved_root, segment_bundle),
     )
 
 
@@ -329,47 +337,82 @@ def open_bundle(
     model: Any = None,
     encoder: Backend = "auto",
     encoder_threads: int = 0,
+    locate: Locate | None = None,
 ) -> LoadedBundle:
-    """Open the bundle directory at ``path`` (see :func:`load_bundle`)."""
+    """Open the bundle directory at ``path`` (see :func:`load_bundle`); the segments it
+    lists from other bundles are found beside it, or through ``locate`` (bundle id ->
+    local directory)."""
     manifest = read_manifest(path)
     if verify:
         verify_files(path, manifest)
     verify_artifacts(path)  # always: refusing pickles and escapes costs only file headers
     verify_index_headers(path, manifest)
+    segments = open_segments(path, manifest, verify=verify, locate=locate)
+    for segment in segments:
+        if segment.path != path:
+            verify_artifacts(segment.path)
+            verify_index_headers(segment.path, segment.manifest)
     query_encoder = _query_encoder(path, manifest, model, encoder, encoder_threads)
+    segments = [s for s in segments if s.ref.chunks or s.ref.documents] or segments[-1:]
+    chunk_path = segments[0].path
+    if len(segments) > 1 or segments[0].ref.deleted_chunks or segments[0].ref.deleted_documents:
+        merged = merge_segments(
+            segments, LexicalConfig.model_validate(manifest.config.get("lexical", {}))
+        )
+        bundle = LoadedBundle(
+            path=path,
+            manifest=manifest,
+            documents=merged.documents,
+            chunk_ids=merged.chunk_ids,
+            chunk_doc_ids=merged.chunk_doc_ids,
+            starts=merged.starts,
+            ends=merged.ends,
+            access_classes=merged.access_classes,
+            keys=merged.keys,
+            index=merged.index,
+            encoder=query_encoder,
+            lexical=merged.lexical,
+            heading_paths=merged.heading_paths,
+            pages=merged.pages,
+            knowledge=load_knowledge(path),
+            partitions=merged.partitions,
+            segments=segments,
+        )
+        bundle._vector_source = merged.vectors
+        return bundle
     columns = ["chunk_id", "doc_id", "start", "end", "access_class", "ann_key", "heading_path"]
-    present = set(pq.read_schema(os.path.join(path, CHUNKS)).names)
+    present = set(pq.read_schema(os.path.join(chunk_path, CHUNKS)).names)
     paged = {"page_start", "page_end"} <= present  # bundles before page numbers lack them
     chunks = read_parquet(
-        os.path.join(path, CHUNKS),
+        os.path.join(chunk_path, CHUNKS),
         columns=columns + (["page_start", "page_end"] if paged else []),
     )
     from usearch.index import Index
 
-    index = Index.restore(os.path.join(path, CHUNK_INDEX), view=True)
+    index = Index.restore(os.path.join(chunk_path, CHUNK_INDEX), view=True)
     if index is None:
         raise BundleError(f"cannot read the vector index of bundle {manifest.bundle_id}")
     index.expansion_search = SEARCH_EXPANSION  # type: ignore[misc]  # settable at run time
     partitions = {}
     for access_class in ACCESS_CLASSES:
         rel = partition_index(access_class)
-        if rel in manifest.indexes:
-            partition = Index.restore(os.path.join(path, rel), view=True)
+        if rel in segments[0].manifest.indexes:
+            partition = Index.restore(os.path.join(chunk_path, rel), view=True)
             if partition is None:
                 raise BundleError(f"cannot read {rel} of bundle {manifest.bundle_id}")
             partition.expansion_search = SEARCH_EXPANSION  # type: ignore[misc]
             partitions[access_class] = partition
     lexical = None
-    if os.path.isdir(os.path.join(path, LEXICAL_DIR)):
+    if os.path.isdir(os.path.join(chunk_path, LEXICAL_DIR)):
         lexical = LexicalIndex.open(
-            os.path.join(path, LEXICAL_DIR),
+            os.path.join(chunk_path, LEXICAL_DIR),
             LexicalConfig.model_validate(manifest.config.get("lexical", {})),
             rows=chunks.num_rows,
         )
-    return LoadedBundle(
+    bundle = LoadedBundle(
         path=path,
         manifest=manifest,
-        documents=_read_documents(path),
+        documents=_read_documents(chunk_path),
         chunk_ids=chunks.column("chunk_id").to_pylist(),
         chunk_doc_ids=chunks.column("doc_id").to_pylist(),
         starts=numbers(chunks.column("start")),
@@ -383,7 +426,15 @@ def open_bundle(
         pages=_pages(chunks) if paged else [],
         knowledge=load_knowledge(path),
         partitions=partitions,
+        segments=segments,
     )
+    if chunk_path != path:  # a generation reading another bundle's segment, nothing deleted
+        bundle._vector_source = lambda: embedding_matrix(
+            read_parquet(os.path.join(chunk_path, CHUNKS), columns=["embedding"]).column(
+                "embedding"
+            )
+        )
+    return bundle
 
 
 def _pages(chunks: Any) -> list[tuple[int | None, int | None]]:

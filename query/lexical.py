@@ -56,9 +56,15 @@ class LexicalIndex:
 
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every row for ``query`` (zeros when no query term is known)."""
-        tokens = [t for t in self._tokenize([query])[0] if t in self._index.vocab_dict]
+        scores = self.token_scores(self._tokenize([query])[0])
+        return np.zeros(self._rows, dtype=np.float32) if scores is None else scores
+
+    def token_scores(self, tokens: list[str]) -> np.ndarray | None:
+        """BM25 score of every row for already tokenized ``tokens``, or ``None`` when the
+        index knows none of them."""
+        tokens = [t for t in tokens if t in self._index.vocab_dict]
         if not tokens:
-            return np.zeros(self._rows, dtype=np.float32)
+            return None
         scores = np.asarray(self._index.get_scores(tokens), dtype=np.float32)
         if scores.shape[0] != self._rows:
             raise ValueError(f"BM25 index has {scores.shape[0]} rows, bundle has {self._rows}")

@@ -5,6 +5,7 @@ Parquet table is written with the explicit pyarrow schema defined beside it.
 """
 
 from schemas.knowledge import (
+    ACRONYM_SCHEMA,
     COMMUNITY_SCHEMA,
     ENTITY_SCHEMA,
     MENTION_SCHEMA,
@@ -35,6 +36,7 @@ from schemas.records import (
 )
 
 __all__ = [
+    "ACRONYM_SCHEMA",
     "CHUNK_SCHEMA",
     "COMMUNITY_SCHEMA",
     "DEAD_LETTER_SCHEMA",

@@ -151,6 +151,10 @@ STATEMENT_SCHEMA = pa.schema(
     ]
 )
 
+ACRONYM_SCHEMA = pa.schema([_str("doc_id"), _str("chunk_id"), _str("short"), _str("long")])
+"""One acronym definition a chunk states ("body mass index (BMI)"), normalized, as a segment
+keeps it for canonicalization without parsing the chunk again."""
+
 ENTITY_SCHEMA = pa.schema(
     [
         _str("entity_id"),

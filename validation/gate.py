@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
+from store.activation import validation_state
 from store.bundles import (
     CHUNK_INDEX,
     CHUNKS,
@@ -36,6 +37,7 @@ from store.bundles import (
 )
 from store.config import ACCESS_CLASSES, SEARCH_EXPANSION, SOURCE_ROLES
 from store.regression import RegressionCase
+from store.segments import Locate, Segment, live_revisions, open_segments
 from validation import frames, knowledge, suites
 
 logger = logging.getLogger(__name__)
@@ -192,6 +194,7 @@ def validate_bundle(
     source_roles: Iterable[str] = SOURCE_ROLES,
     regression: list[RegressionCase] | None = None,
     write: bool = True,
+    locate: Locate | None = None,
 ) -> ValidationReport:
     """Validate the bundle at ``path`` and (by default) write ``validation.json`` into it.
 
@@ -201,6 +204,7 @@ def validate_bundle(
         source_roles: the declared set every source role must belong to.
         regression: frozen queries that must find their documents (the root's suite).
         write: write the report into the bundle.
+        locate: where the bundles holding its other segments are (default: beside it).
 
     Raises:
         BundleError: the manifest is missing or unreadable (nothing to validate).
@@ -208,6 +212,7 @@ def validate_bundle(
     manifest = read_manifest(path)
     allowed = sorted(access_classes)
     checks: list[CheckResult] = []
+    segments: list[Segment] = []
     try:
         verify_files(path, manifest)
         verify_index_headers(path, manifest)
@@ -217,12 +222,15 @@ def validate_bundle(
             CheckResult(name="bundle.checksums", table="bundle", success=False, observed=str(exc))
         )
     if checks[-1].success:
+        checks += _segment_checks(path, manifest, segments, locate)
+    if all(c.success for c in checks):
         checks += _table_checks(
             path,
             manifest.model.dimension,
             manifest.model.max_seq_length,
             allowed,
             sorted(source_roles),
+            segments,
         )
         if regression and all(c.success for c in checks):
             checks += regression_checks(path, regression)
@@ -238,8 +246,78 @@ def validate_bundle(
     return report
 
 
+def _segment_checks(
+    path: str, manifest: Any, opened: list[Segment], locate: Locate | None
+) -> list[CheckResult]:
+    """The generation's segments: each one present, matching its digest and checksums,
+    written by a bundle that passed validation (the own segment is checked below), and
+    deletion sets that name only ids their segment holds, with no document live twice.
+    Fills ``opened`` with the segments."""
+    try:
+        opened += open_segments(path, manifest, verify=True, locate=locate)
+        for segment in opened:
+            if segment.path != path:
+                verify_index_headers(segment.path, segment.manifest)
+        live_revisions(opened)
+    except BundleError as exc:
+        return [
+            CheckResult(
+                name="generation.segments", table="bundle", success=False, observed=str(exc)
+            )
+        ]
+    checks = [
+        CheckResult(
+            name="generation.segments",
+            table="bundle",
+            success=True,
+            observed=[s.ref.bundle_id for s in opened],
+        )
+    ]
+    unvalidated = [
+        s.ref.bundle_id
+        for s in opened
+        if s.path != path and not (validation_state(s.path) or {}).get("passed")
+    ]
+    checks.append(
+        CheckResult(
+            name="generation.segments_validated",
+            table="bundle",
+            success=not unvalidated,
+            observed=unvalidated,
+        )
+    )
+    return checks
+
+
+def _live_frames(
+    segments: list[Segment], path: str, docs: pd.DataFrame, chunks: pd.DataFrame
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Documents and chunks live in the generation: the own segment's frames and every
+    other segment's, less what its deletion set names."""
+    doc_parts, chunk_parts = [], []
+    for segment in segments:
+        if segment.path == path:
+            seg_docs, seg_chunks = docs, chunks
+        else:
+            seg_docs = frames.documents_frame(os.path.join(segment.path, DOCUMENTS))
+            seg_chunks = frames.chunks_frame(os.path.join(segment.path, CHUNKS), seg_docs)
+        doc_parts.append(seg_docs[~seg_docs["doc_id"].isin(segment.deleted_documents)])
+        chunk_parts.append(seg_chunks[~seg_chunks["chunk_id"].isin(segment.deleted_chunks)])
+    if len(doc_parts) == 1:
+        return doc_parts[0], chunk_parts[0]
+    return (
+        pd.concat(doc_parts, ignore_index=True),
+        pd.concat(chunk_parts, ignore_index=True),
+    )
+
+
 def _table_checks(
-    path: str, dimension: int, window: int, allowed: list[str], roles: list[str]
+    path: str,
+    dimension: int,
+    window: int,
+    allowed: list[str],
+    roles: list[str],
+    segments: list[Segment],
 ) -> list[CheckResult]:
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig
@@ -269,7 +347,8 @@ def _table_checks(
     checks += ann_checks(os.path.join(path, CHUNK_INDEX), keys, vectors)
     checks += _partition_checks(path, chunks, keys, vectors)
     if os.path.exists(os.path.join(path, ENTITIES)):
-        checks += _knowledge_checks(context, path, docs, chunks, dimension)
+        live_docs, live_chunks = _live_frames(segments, path, docs, chunks)
+        checks += _knowledge_checks(context, path, live_docs, live_chunks, dimension)
     return checks
 
 

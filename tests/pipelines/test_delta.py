@@ -22,9 +22,15 @@ def test_rebuilding_unchanged_input_embeds_nothing_and_changes_are_exact(
     assert delta["parent"] == "b1" and delta["texts_embedded"] == 0
     assert delta["knowledge_texts_embedded"] == 0  # summaries and reports reused too
     assert (delta["new"], delta["changed"], delta["deleted"]) == (0, 0, 0)
-    assert delta["unchanged"] == 7 and delta["chunks_reused"] == same.manifest.row_counts["chunks"]
+    b1_chunks = pq.ParquetFile(os.path.join(bundle_path(str(root), "b1"), "chunks.parquet"))
+    assert delta["unchanged"] == 7 and delta["chunks_reused"] == b1_chunks.metadata.num_rows
+    # Nothing changed: the new generation reads b1's segment, deletes nothing from it, and
+    # its own segment is empty; its knowledge tables are b1's, byte for byte.
+    kept, own = same.manifest.segments
+    assert (kept.bundle_id, kept.deleted_documents, kept.deleted_chunks) == ("b1", [], [])
+    assert (own.bundle_id, own.documents, own.chunks) == ("same", 0, 0)
     knowledge = [f"{t}.parquet" for t in ("mentions", "entities", "relations", "communities")]
-    for name in ["documents.parquet", "chunks.parquet", "chunks.usearch", *knowledge]:
+    for name in knowledge:
         assert sha256_file(os.path.join(bundle_path(str(root), "b1"), name)) == sha256_file(
             os.path.join(same.path, name)
         )
@@ -32,16 +38,32 @@ def test_rebuilding_unchanged_input_embeds_nothing_and_changes_are_exact(
     edited = dict(TINY_CORPUS)
     edited["tea.md"] = "# Tea\n\nOolong tea is partly oxidised before it is rolled and dried."
     del edited["bread.txt"]
-    corpus = write_corpus(tmp_path / "edited", edited)
-    changed = run(["--input", str(corpus), "--root", str(root)], bundle_id="changed")
+    # Moved to another folder, every document's source changed: every row is rewritten.
+    moved = run(
+        ["--input", str(write_corpus(tmp_path / "moved", edited)), "--root", str(root)],
+        bundle_id="moved",
+    )
+    d = moved.manifest.delta
+    assert (d["new"], d["changed"], d["unchanged"], d["deleted"]) == (0, 6, 0, 1)
+    assert [s.bundle_id for s in moved.manifest.segments] == ["moved"]  # b1: nothing live
+    # Edited where they are: only the edit is rewritten.
+    in_place = tmp_path / "in_place"
+    shutil.copytree(validated_root, in_place)
+    (tiny_corpus / "bread.txt").rename(tmp_path / "bread.txt")
+    original_tea = (tiny_corpus / "tea.md").read_text(encoding="utf-8")
+    try:
+        (tiny_corpus / "tea.md").write_text(edited["tea.md"], encoding="utf-8")
+        changed = run(["--input", str(tiny_corpus), "--root", str(in_place)], bundle_id="c")
+    finally:
+        (tiny_corpus / "tea.md").write_text(original_tea, encoding="utf-8")
+        (tmp_path / "bread.txt").rename(tiny_corpus / "bread.txt")
     d = changed.manifest.delta
     assert (d["new"], d["changed"], d["unchanged"], d["deleted"]) == (0, 1, 5, 1)
     chunks = pq.read_table(os.path.join(changed.path, "chunks.parquet")).to_pylist()
-    tea = [c for c in chunks if c["doc_id"] == "tea.md"]
-    assert d["texts_embedded"] == len(tea) and "Oolong" in tea[0]["text"]
-    assert not [c for c in chunks if c["doc_id"] == "bread.txt"]
-    docs = pq.read_table(os.path.join(changed.path, "documents.parquet"))["doc_id"].to_pylist()
-    assert "bread.txt" not in docs
+    assert {c["doc_id"] for c in chunks} == {"tea.md"}  # the new segment: the edit only
+    assert d["texts_embedded"] == len(chunks) and "Oolong" in chunks[0]["text"]
+    kept = changed.manifest.segments[0]
+    assert kept.deleted_documents == ["bread.txt", "tea.md"]
 
 
 @pytest.mark.slow

@@ -8,12 +8,12 @@ import sys
 import time
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
 from evidex.refresh import read_state
 from store.activation import read_active
-from store.bundles import bundle_path
+from store.bundles import bundle_path, read_manifest
+from store.segments import live_revisions, open_segments
 
 DOCS = {
     "owls.md": "# Owls\n\nBarn owls hunt at night and locate mice by sound alone.",
@@ -39,11 +39,9 @@ def active_documents(root: Path) -> dict[str, str]:
     active = read_active(str(root))
     if active is None:
         return {}
-    table = pq.read_table(
-        os.path.join(bundle_path(str(root), active), "documents.parquet"),
-        columns=["doc_id", "revision"],
-    )
-    return dict(zip(table["doc_id"].to_pylist(), table["revision"].to_pylist(), strict=True))
+    path = bundle_path(str(root), active)
+    segments = open_segments(path, read_manifest(path), verify=False)
+    return {doc_id: doc.revision for doc_id, doc in live_revisions(segments).items()}
 
 
 def wait_for(root: Path, expected: set[str], *, changed_from: dict[str, str] | None = None):

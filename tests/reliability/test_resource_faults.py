@@ -55,7 +55,14 @@ def test_a_full_disk_at_the_parquet_writer_fails_the_build_cleanly(
     # into BuildFailedError (a RuntimeError) naming the cause.
     with pytest.raises(BuildFailedError, match=r"\[Errno 28\] No space left on device: .*chunks"):
         run(
-            ["--input", str(tiny_corpus), "--root", str(root), "--knowledge=false"],
+            [
+                "--input",
+                str(tiny_corpus),
+                "--root",
+                str(root),
+                "--knowledge=false",
+                "--delta=false",  # a full build: every writer writes
+            ],
             bundle_id="enospc",
         )
     assert _snapshot(root) == before
@@ -88,7 +95,14 @@ def test_a_full_disk_at_the_index_writers_fails_the_build_cleanly(
     monkeypatch.setattr(getattr(importlib.import_module(module), owner), method, _no_space)
     with pytest.raises(BuildFailedError, match=r"\[Errno 28\] No space left on device"):
         run(
-            ["--input", str(tiny_corpus), "--root", str(root), "--knowledge=false"],
+            [
+                "--input",
+                str(tiny_corpus),
+                "--root",
+                str(root),
+                "--knowledge=false",
+                "--delta=false",  # a full build: every writer writes
+            ],
             bundle_id=f"enospc-{writer}",
         )
     assert _snapshot(root) == before
@@ -129,7 +143,14 @@ def test_a_really_full_filesystem_fails_the_build_cleanly(validated_root, tiny_c
         # Wherever the space runs out: a direct OSError, or a Beam stage failing on it.
         with pytest.raises((OSError, BuildFailedError)) as failure:
             run(
-                ["--input", str(tiny_corpus), "--root", str(root), "--knowledge=false"],
+                [
+                    "--input",
+                    str(tiny_corpus),
+                    "--root",
+                    str(root),
+                    "--knowledge=false",
+                    "--delta=false",  # a full build: every writer writes
+                ],
                 bundle_id="full",
             )
         assert "No space left on device" in str(failure.value)

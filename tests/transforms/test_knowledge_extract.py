@@ -156,7 +156,12 @@ def test_extract_transform_emits_mentions_statements_and_acronyms():
             name: out[name] | f"Rows[{name}]" >> beam.FlatMap(lambda batch: batch)
             for name in (MENTIONS, STATEMENTS, ACRONYMS)
         }
-        assert_that(rows[ACRONYMS], equal_to([("bmi", "body mass index")]), label="Acronyms")
+        stated = chunks[0]
+        assert_that(
+            rows[ACRONYMS],
+            equal_to([(stated.doc_id, stated.chunk_id, "bmi", "body mass index")]),
+            label="Acronyms",
+        )
         norms = rows[MENTIONS] | "Norms" >> beam.Map(lambda m: m.norm) | "D1" >> beam.Distinct()
         assert_that(
             norms | "Diabetes" >> beam.Filter(lambda n: n.startswith("type 2")),
@@ -209,7 +214,15 @@ def test_helper_processes_give_exactly_the_in_process_output(nlp):
             label="Statements",
         )
         assert_that(
-            rows[ACRONYMS], equal_to([a for r in expected for a in r.acronyms]), label="Acronyms"
+            rows[ACRONYMS],
+            equal_to(
+                [
+                    (chunk.doc_id, r.chunk_id, *a)
+                    for chunk, r in zip(chunks, expected, strict=True)
+                    for a in r.acronyms
+                ]
+            ),
+            label="Acronyms",
         )
         assert_that(out["bad"], equal_to([]), label="NoDeadLetters")
     with pytest.raises(ValueError, match="processes must be positive"):

@@ -8,6 +8,7 @@ import pytest
 from schemas.manifest import FileEntry
 from store.activation import ActivationError, check_validated
 from store.bundles import CHUNKS, MANIFEST, bundle_path, read_manifest, sha256_file
+from store.segments import own_segment
 from validation import validate_bundle
 from validation.gate import ann_checks
 
@@ -19,7 +20,11 @@ def _rewrite_with_checksum(path: str, rel: str, table: pa.Table) -> None:
     files = dict(manifest.files)
     full = os.path.join(path, rel)
     files[rel] = FileEntry(sha256=sha256_file(full), size=os.path.getsize(full))
-    data = manifest.model_copy(update={"files": files}).model_dump(mode="json")
+    manifest = manifest.model_copy(update={"files": files})
+    # A consistent manifest lists its own segment by the digest of the files it now holds.
+    own = own_segment(manifest)
+    segments = [own if s.bundle_id == own.bundle_id else s for s in manifest.segments]
+    data = manifest.model_copy(update={"segments": segments}).model_dump(mode="json")
     with open(os.path.join(path, MANIFEST), "w", encoding="utf-8") as handle:
         json.dump(data, handle)
 

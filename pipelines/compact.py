@@ -1,0 +1,240 @@
+"""Compaction: a generation's live rows rewritten as one segment, with fresh knowledge.
+
+Nothing is chunked, embedded or parsed again: the live documents, chunk rows (vectors
+included) and extraction of every segment are read back, the segment's HNSW files and
+BM25 index are built over them, and the knowledge layer (canonicalization, relations,
+communities) is computed from scratch over the kept extraction, reusing the vector of
+every relation summary and community report whose text is unchanged. The result holds
+what a from-scratch build of the same input state holds.
+
+Run it as ``evidex compact`` (which validates and activates the result) or
+``python -m pipelines.compact --root R``, with any Beam runner flag.
+"""
+
+import logging
+import os
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
+
+from pipelines.build_index import (
+    BuildFailedError,
+    BuildResult,
+    _counter,
+    _local_staging,
+    spacy_processes,
+)
+from pipelines.encoder_artifact import reuse_encoder
+from pipelines.knowledge import KNOWLEDGE_COUNTER, assemble_knowledge
+from pipelines.segment import write_segment
+from schemas import Chunk, register_coders
+from schemas.manifest import KnowledgeState, Manifest
+from store import bundles, storage
+from store.activation import read_active
+from store.config import BuildConfig
+from store.models import force_offline, resolve_model
+from store.segments import Segment, live_revisions, open_segments
+from store.staging import discard, heartbeat
+from transforms.segments import DOCUMENTS, ReadExtraction, ReadLiveRows
+from transforms.tags import typed
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_SEGMENTS = 10
+DEFAULT_MAX_DELETED_SHARE = 0.25
+
+
+@dataclass(frozen=True)
+class MergePolicy:
+    """When a generation should be compacted: more than ``max_segments`` segments, or
+    more than ``max_deleted_share`` of its chunk rows deleted (dead rows still cost
+    search time and disk)."""
+
+    max_segments: int = DEFAULT_MAX_SEGMENTS
+    max_deleted_share: float = DEFAULT_MAX_DELETED_SHARE
+
+    def reason(self, manifest: Manifest) -> str | None:
+        """Why ``manifest``'s generation should be compacted, or ``None``."""
+        refs = manifest.segments
+        if len(refs) > self.max_segments:
+            return f"{len(refs)} segments (more than {self.max_segments})"
+        rows = sum(r.chunks for r in refs)
+        deleted = sum(len(r.deleted_chunks) for r in refs)
+        if rows and deleted / rows > self.max_deleted_share:
+            return (
+                f"{deleted / rows:.0%} of the chunk rows deleted "
+                f"(more than {self.max_deleted_share:.0%})"
+            )
+        return None
+
+
+def assemble_compaction(
+    pipeline: beam.Pipeline,
+    *,
+    segments: Sequence[Segment],
+    parent_path: str,
+    config: BuildConfig,
+    model: Any,
+    staging: str,
+    processes: int = 1,
+) -> None:
+    """Wire the compaction of ``segments`` into ``pipeline``, writing into ``staging``."""
+    live = pipeline | "LiveRows" >> ReadLiveRows(
+        [(s.path, s.ref.deleted_documents, s.ref.deleted_chunks) for s in segments]
+    )
+    write_segment(live[DOCUMENTS], live["chunks"], staging=staging, config=config, model=model)
+    if config.knowledge.enabled:
+        live_ids = live[DOCUMENTS] | "LiveDocIds" >> beam.Map(lambda d: d.doc_id)
+        kept = pipeline | "KeptExtraction" >> ReadExtraction(
+            [(s.path, s.ref.deleted_chunks) for s in segments], keep=live_ids
+        )
+        nothing_to_parse = typed(pipeline | "NoNewChunks" >> beam.Create([]), Chunk)
+        assemble_knowledge(
+            nothing_to_parse,
+            config=config,
+            model_path=resolve_model(config.embed.model),
+            dimension=model.dimension,
+            staging=staging,
+            parent_path=parent_path,
+            spacy_processes=processes,
+            kept=kept,
+            kept_in_segment=True,
+        )
+
+
+def run(
+    argv: Sequence[str] | None = None,
+    *,
+    root: str | None = None,
+    source: str | None = None,
+    bundle_id: str | None = None,
+) -> BuildResult:
+    """Compact the active generation (or ``source``) under ``root`` into a new bundle.
+
+    Args:
+        argv: Beam pipeline options (runner flags).
+        root: bundle root (default ``$EVIDEX_HOME`` or ``./.evidex``).
+        source: the generation to compact instead of the active one.
+        bundle_id: override the time-based id (tests).
+
+    Raises:
+        BuildFailedError: nothing to compact, a bad segment, or a pipeline failure.
+            The active bundle is never touched.
+    """
+    force_offline()
+    register_coders()
+    started = time.monotonic()
+    options = PipelineOptions(list(argv or []))
+    options.view_as(SetupOptions).save_main_session = False
+    storage.configure(options)
+    resolved = bundles.resolve_root(root)
+    chosen = source or read_active(resolved)
+    if chosen is None:
+        raise BuildFailedError(f"nothing to compact: no active bundle under {resolved}")
+    path = bundles.bundle_path(resolved, chosen)
+    try:
+        manifest = bundles.read_manifest(path)
+        segments = open_segments(
+            path, manifest, verify=False, locate=lambda b: bundles.bundle_path(resolved, b)
+        )
+        live = live_revisions(segments)
+    except bundles.BundleError as exc:
+        raise BuildFailedError(f"cannot compact {chosen}: {exc}") from exc
+    config = BuildConfig.model_validate(manifest.config)
+    bundle_id = bundle_id or bundles.new_bundle_id()
+    staging = bundles.staging_path(resolved, bundle_id)
+    logger.info(
+        "compacting %s (%d segments, %d live documents) into %s",
+        chosen,
+        len(segments),
+        len(live),
+        bundle_id,
+    )
+    with heartbeat(resolved, bundle_id):
+        try:
+            if not storage.is_remote(staging):
+                os.makedirs(os.path.join(staging, bundles.FAILURES_DIR), exist_ok=True)
+            pipeline = beam.Pipeline(options=options)
+            assemble_compaction(
+                pipeline,
+                segments=segments,
+                parent_path=path,
+                config=config,
+                model=manifest.model,
+                staging=staging,
+                processes=spacy_processes(options),
+            )
+            query_encoder = reuse_encoder(path, staging, manifest.model)
+            try:
+                result = pipeline.run()
+                result.wait_until_finish()
+            except (RuntimeError, OSError) as exc:
+                raise BuildFailedError(
+                    f"compaction failed: {' '.join(str(exc).split())[:2000]}"
+                ) from exc
+            rows = sum(r.chunks - len(r.deleted_chunks) for r in (s.ref for s in segments))
+            delta = {
+                "parent": chosen,
+                "compacted_segments": [s.ref.bundle_id for s in segments],
+                "new": 0,
+                "changed": 0,
+                "unchanged": len(live),
+                "deleted": 0,
+                "texts_embedded": 0,
+                "chunks_reused": rows,
+                "knowledge_texts_embedded": _counter(result, KNOWLEDGE_COUNTER),
+            }
+            with _local_staging(staging) as local:
+                written = bundles.write_manifest(
+                    local,
+                    bundle_id=bundle_id,
+                    config=config,
+                    model=manifest.model,
+                    parent_bundle_id=chosen,
+                    delta=delta,
+                    query_encoder=query_encoder,
+                    knowledge_state=KnowledgeState(communities_from=bundle_id, entities_changed=0)
+                    if config.knowledge.enabled
+                    else None,
+                )
+                if local != staging:
+                    storage.write_bytes(
+                        storage.join(staging, bundles.MANIFEST),
+                        storage.read_bytes(os.path.join(local, bundles.MANIFEST)),
+                    )
+        except BaseException:
+            discard(resolved, bundle_id, keep_failures=False)
+            raise
+        target = bundles.publish(resolved, staging, bundle_id)
+    return BuildResult(bundle_id, target, written, time.monotonic() - started)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m pipelines.compact --root R [Beam options]``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m pipelines.compact",
+        description="Compact the active generation into one segment (not validated or "
+        "activated; `evidex compact` does both). Beam pipeline options are passed through.",
+    )
+    parser.add_argument("--root", help="bundle root (default $EVIDEX_HOME or ./.evidex)")
+    parser.add_argument("--source", help="generation to compact (default: the active one)")
+    args, rest = parser.parse_known_args(sys.argv[1:] if argv is None else list(argv))
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", force=True)
+    try:
+        result = run(rest, root=args.root, source=args.source)
+    except BuildFailedError as exc:
+        print(f"compaction failed: {exc}", file=sys.stderr)
+        return 1
+    print(result.bundle_id)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,278 @@
+"""Reading a generation of several segments as one: live rows in chunk-id order, and
+each segment's HNSW and BM25 index searched and merged.
+
+The merged view keeps every read-path invariant of a one-segment bundle:
+
+- rows are the live chunks of every segment, sorted by chunk id, so row order is the
+  same total order (ties by chunk id) as a single segment's;
+- deleted chunks are never candidates: a segment's HNSW search asks for as many more
+  neighbours as the segment has deleted vectors and drops them before the merge, and
+  the lexical arm scores only live rows;
+- BM25 statistics are per segment (each segment's IDF and average length, as in
+  Elasticsearch's default per-shard scoring); compaction to one segment gives
+  corpus-wide statistics again.
+"""
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from query.lexical import LexicalIndex
+from store.bundles import (
+    CHUNK_INDEX,
+    CHUNKS,
+    DOCUMENTS,
+    LEXICAL_DIR,
+    BundleError,
+    numbers,
+    partition_index,
+    read_parquet,
+)
+from store.config import ACCESS_CLASSES, SEARCH_EXPANSION, LexicalConfig
+from store.segments import Segment, check_deletions
+
+CHUNK_COLUMNS = ["chunk_id", "doc_id", "start", "end", "access_class", "ann_key", "heading_path"]
+DOCUMENT_COLUMNS = [
+    "doc_id",
+    "revision",
+    "title",
+    "text",
+    "access_class",
+    "source_role",
+    "valid_from",
+    "valid_to",
+]
+
+
+class Matches(NamedTuple):
+    """What ``usearch``'s ``Index.search`` returns, as far as the read path uses it."""
+
+    keys: np.ndarray
+    distances: np.ndarray
+
+
+@dataclass
+class _Part:
+    index: Any
+    deleted_keys: frozenset[int]
+    deleted: np.ndarray = field(init=False)
+    """The deleted keys as a sorted array (for ``np.isin``)."""
+
+    def __post_init__(self) -> None:
+        self.deleted = np.fromiter(sorted(self.deleted_keys), dtype=np.uint64)
+
+
+class SegmentedIndex:
+    """Several segments' HNSW files searched as one index over their live vectors.
+
+    Example:
+        >>> index.search(vector, 10).keys   # the 10 nearest live chunks of all segments
+    """
+
+    def __init__(self, parts: list[_Part]) -> None:
+        self._parts = parts
+        self._size = sum(len(p.index) - len(p.deleted_keys) for p in parts)
+
+    def __len__(self) -> int:
+        return self._size
+
+    def search(self, vector: np.ndarray, count: int) -> Matches:
+        keys, distances = [], []
+        for part in self._parts:
+            want = min(count + len(part.deleted_keys), len(part.index))
+            if want <= 0:
+                continue
+            matches = part.index.search(vector, want)
+            found = np.asarray(matches.keys, dtype=np.uint64)
+            near = np.asarray(matches.distances, dtype=np.float32)
+            if len(part.deleted):
+                live = ~np.isin(found, part.deleted)
+                found, near = found[live], near[live]
+            keys.append(found)
+            distances.append(near)
+        if not keys:
+            return Matches(np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.float32))
+        all_keys, all_distances = np.concatenate(keys), np.concatenate(distances)
+        order = np.lexsort((all_keys, all_distances))[:count]
+        return Matches(keys=all_keys[order], distances=all_distances[order])
+
+
+class SegmentedLexical:
+    """Several segments' BM25 indexes as one over the live rows of the merged view.
+
+    Each segment scores with its own statistics; a deleted row scores nothing.
+    """
+
+    def __init__(self, parts: list[tuple[LexicalIndex, np.ndarray]], rows: int) -> None:
+        self._parts = parts  # (index, global row of each segment row, -1 when deleted)
+        self._rows = rows
+
+    def tokenize(self, text: str) -> list[str]:
+        return self._parts[0][0].tokenize(text)
+
+    def knows(self, token: str) -> bool:
+        """Whether any live chunk's BM25 text holds ``token``."""
+        return len(self.postings(token)) > 0
+
+    def postings(self, token: str) -> np.ndarray:
+        """Ascending live rows whose BM25 text holds ``token``."""
+        rows = [to_global[index.postings(token)] for index, to_global in self._parts]
+        merged = np.concatenate(rows) if rows else np.empty(0, dtype=np.int64)
+        return np.sort(merged[merged >= 0])
+
+    def scores(self, query: str) -> np.ndarray:
+        """Each live row's BM25 score under its own segment's statistics."""
+        out = np.zeros(self._rows, dtype=np.float32)
+        tokens = self._parts[0][0].tokenize(query)  # once, not once per segment
+        for index, to_global in self._parts:
+            local = index.token_scores(tokens)
+            if local is None:
+                continue
+            live = to_global >= 0
+            out[to_global[live]] = local[live]
+        return out
+
+
+@dataclass
+class MergedChunks:
+    """The live chunk rows of a generation's segments, in chunk-id order."""
+
+    documents: dict[str, dict[str, Any]]
+    chunk_ids: list[str]
+    chunk_doc_ids: list[str]
+    starts: np.ndarray
+    ends: np.ndarray
+    access_classes: np.ndarray
+    keys: np.ndarray
+    heading_paths: list[str]
+    pages: list[tuple[int | None, int | None]]
+    index: Any
+    partitions: dict[str, Any]
+    lexical: Any
+    sources: list[tuple[str, np.ndarray]]
+    """Each segment's chunk table and the global row of each of its rows (-1: deleted)."""
+
+    def vectors(self) -> np.ndarray:
+        """Every live row's vector, in row order (read on first use)."""
+        from store.bundles import embedding_matrix
+
+        width = None
+        out: np.ndarray | None = None
+        for table_path, to_global in self.sources:
+            table = read_parquet(table_path, columns=["embedding"])
+            matrix = embedding_matrix(table.column("embedding"))
+            if out is None:
+                width = matrix.shape[1]
+                out = np.zeros((len(self.chunk_ids), width), dtype=np.float32)
+            live = to_global >= 0
+            out[to_global[live]] = matrix[live]
+        return out if out is not None else np.zeros((0, 1), dtype=np.float32)
+
+
+def _restore(path: str, rel: str) -> Any:
+    from usearch.index import Index
+
+    index = Index.restore(os.path.join(path, rel), view=True)
+    if index is None:
+        raise BundleError(f"cannot read {rel} of segment {path}")
+    index.expansion_search = SEARCH_EXPANSION  # type: ignore[misc]  # settable at run time
+    return index
+
+
+def merge_segments(segments: list[Segment], lexical_config: LexicalConfig) -> MergedChunks:
+    """Open every segment and merge its live rows (see the module docstring).
+
+    Raises:
+        BundleError: an index cannot be read, or a deletion set names an id the
+            segment does not hold.
+    """
+    tables: list[Any] = []
+    documents: dict[str, dict[str, Any]] = {}
+    for segment in segments:
+        path = segment.path
+        present = set(pq.read_schema(os.path.join(path, CHUNKS)).names)
+        paged = {"page_start", "page_end"} <= present
+        chunks = read_parquet(
+            os.path.join(path, CHUNKS),
+            columns=CHUNK_COLUMNS + (["page_start", "page_end"] if paged else []),
+        )
+        docs = read_parquet(os.path.join(path, DOCUMENTS), columns=DOCUMENT_COLUMNS).to_pylist()
+        chunk_ids = chunks.column("chunk_id").to_pylist()
+        if segment.ref.deleted_documents or segment.ref.deleted_chunks:
+            check_deletions(segment, [d["doc_id"] for d in docs], chunk_ids)
+        deleted_docs = segment.deleted_documents
+        documents.update((d["doc_id"], d) for d in docs if d["doc_id"] not in deleted_docs)
+        live = np.asarray([c not in segment.deleted_chunks for c in chunk_ids], dtype=bool)
+        tables.append((segment, chunks, chunk_ids, live, paged))
+    all_ids = [c for _, _, ids, live, _ in tables for c, ok in zip(ids, live, strict=True) if ok]
+    order = np.argsort(np.asarray(all_ids, dtype=object), kind="stable")
+    row_of_position = np.empty(len(all_ids), dtype=np.int64)
+    row_of_position[order] = np.arange(len(all_ids))
+    n = len(all_ids)
+
+    def gathered(values: list[Any]) -> list[Any]:
+        return [values[i] for i in order]
+
+    flat: dict[str, list[Any]] = {
+        k: [] for k in ("chunk_id", "doc_id", "heading_path", "access_class", "pages")
+    }
+    starts, ends, keys = [], [], []
+    sources, index_parts, lexical_parts = [], [], []
+    partition_parts: dict[str, list[_Part]] = {c: [] for c in ACCESS_CLASSES}
+    position = 0
+    for segment, chunks, chunk_ids, live, paged in tables:
+        count = int(live.sum())
+        to_global = np.full(len(chunk_ids), -1, dtype=np.int64)
+        to_global[live] = row_of_position[position : position + count]
+        position += count
+        for name in ("chunk_id", "doc_id", "heading_path", "access_class"):
+            column = chunks.column(name).to_pylist()
+            flat[name] += [v for v, ok in zip(column, live, strict=True) if ok]
+        if paged:
+            first = chunks.column("page_start").to_pylist()
+            last = chunks.column("page_end").to_pylist()
+            pairs = list(zip(first, last, strict=True))
+        else:
+            pairs = [(None, None)] * len(chunk_ids)
+        flat["pages"] += [p for p, ok in zip(pairs, live, strict=True) if ok]
+        segment_keys = numbers(chunks.column("ann_key")).astype(np.uint64)
+        starts.append(numbers(chunks.column("start"))[live])
+        ends.append(numbers(chunks.column("end"))[live])
+        keys.append(segment_keys[live])
+        sources.append((os.path.join(segment.path, CHUNKS), to_global))
+        if not len(chunk_ids):
+            continue
+        deleted = frozenset(int(k) for k in segment_keys[~live].tolist())
+        index_parts.append(_Part(_restore(segment.path, CHUNK_INDEX), deleted))
+        classes = np.asarray(chunks.column("access_class").to_pylist(), dtype=object)
+        for access_class in ACCESS_CLASSES:
+            rel = partition_index(access_class)
+            if rel in segment.manifest.indexes:
+                gone = frozenset(
+                    int(k) for k in segment_keys[~live & (classes == access_class)].tolist()
+                )
+                partition_parts[access_class].append(_Part(_restore(segment.path, rel), gone))
+        if os.path.isdir(os.path.join(segment.path, LEXICAL_DIR)):
+            lexical = LexicalIndex.open(
+                os.path.join(segment.path, LEXICAL_DIR), lexical_config, rows=len(chunk_ids)
+            )
+            lexical_parts.append((lexical, to_global))
+    pages = gathered(flat["pages"])
+    return MergedChunks(
+        documents=documents,
+        chunk_ids=gathered(flat["chunk_id"]),
+        chunk_doc_ids=gathered(flat["doc_id"]),
+        starts=np.concatenate(starts)[order] if n else np.empty(0, dtype=np.int64),
+        ends=np.concatenate(ends)[order] if n else np.empty(0, dtype=np.int64),
+        access_classes=np.asarray(gathered(flat["access_class"]), dtype=object),
+        keys=np.concatenate(keys)[order] if n else np.empty(0, dtype=np.uint64),
+        heading_paths=gathered(flat["heading_path"]),
+        pages=[] if all(p == (None, None) for p in pages) else pages,
+        index=SegmentedIndex(index_parts),
+        partitions={c: SegmentedIndex(p) for c, p in partition_parts.items() if p},
+        lexical=SegmentedLexical(lexical_parts, n) if lexical_parts else None,
+        sources=sources,
+    )

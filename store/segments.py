@@ -1,0 +1,280 @@
+"""Generations of segments: which files a segment holds, how a generation names them, and
+the checks that let a reader trust a segment it did not write.
+
+A *segment* is the chunk-level part of the bundle directory that wrote it: its documents,
+chunks (with vectors), chunk HNSW files, BM25 index and the extraction of its chunks
+(mentions, statements and acronym definitions before canonicalization). A *generation* is
+a bundle whose manifest lists the segments it reads, by the bundle that holds them and a
+digest over their files, each with the documents and chunks deleted since it was written.
+A refresh writes one new segment and lists every other one again by reference: nothing is
+copied. Bundles before schema version 3 are generations of one segment, their own.
+"""
+
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from schemas.manifest import Manifest, SegmentRef
+from store import storage
+from store.bundles import (
+    CHUNK_INDEX,
+    CHUNKS,
+    DOCUMENTS,
+    LEXICAL_DIR,
+    BundleError,
+    BundleIntegrityError,
+    read_columns,
+    read_manifest,
+    sha256_file,
+)
+
+EXTRACTION_DIR = "extraction"
+EXTRACTED_MENTIONS = f"{EXTRACTION_DIR}/mentions.parquet"
+EXTRACTED_STATEMENTS = f"{EXTRACTION_DIR}/statements.parquet"
+EXTRACTED_ACRONYMS = f"{EXTRACTION_DIR}/acronyms.parquet"
+
+
+def is_segment_file(rel: str) -> bool:
+    """Whether a bundle file belongs to the bundle's segment (not to its generation)."""
+    if rel in (DOCUMENTS, CHUNKS, CHUNK_INDEX):
+        return True
+    if rel.startswith(("chunks.",)) and rel.endswith(".usearch"):
+        return True
+    return rel.startswith((LEXICAL_DIR + "/", EXTRACTION_DIR + "/"))
+
+
+def segment_digest(manifest: Manifest) -> str:
+    """sha256 over the ``path ␟ sha256`` lines of the bundle's segment files, sorted."""
+    lines = sorted(
+        f"{rel}\x1f{e.sha256}" for rel, e in manifest.files.items() if is_segment_file(rel)
+    )
+    return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
+
+
+def own_segment(manifest: Manifest) -> SegmentRef:
+    """The segment a bundle wrote itself, with nothing deleted."""
+    return SegmentRef(
+        bundle_id=manifest.bundle_id,
+        digest=segment_digest(manifest),
+        documents=manifest.row_counts.get("documents", 0),
+        chunks=manifest.row_counts.get("chunks", 0),
+    )
+
+
+def segment_refs(manifest: Manifest) -> list[SegmentRef]:
+    """The segments a generation reads, oldest first (a bundle before segments: its own)."""
+    return list(manifest.segments) or [own_segment(manifest)]
+
+
+def has_own_segment(manifest: Manifest) -> bool:
+    """Whether the bundle wrote a segment that a generation lists (its own or a later one)."""
+    return any(is_segment_file(rel) for rel in manifest.files)
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One segment opened for reading: where its files are, and what of it is deleted."""
+
+    ref: SegmentRef
+    path: str
+    manifest: Manifest
+    """The manifest of the bundle that wrote the segment (its files' checksums)."""
+
+    @property
+    def deleted_chunks(self) -> frozenset[str]:
+        return frozenset(self.ref.deleted_chunks)
+
+    @property
+    def deleted_documents(self) -> frozenset[str]:
+        return frozenset(self.ref.deleted_documents)
+
+
+Locate = Callable[[str], str]
+"""A segment's bundle id -> the local directory of that bundle."""
+
+
+def sibling_locator(path: str) -> Locate:
+    """Segments of the bundle at ``path`` live in bundles beside it (``bundles/<id>``)."""
+    parent = os.path.dirname(os.path.abspath(path))
+    return lambda bundle_id: os.path.join(parent, bundle_id)
+
+
+def open_segments(
+    path: str, manifest: Manifest, *, verify: bool = True, locate: Locate | None = None
+) -> list[Segment]:
+    """The generation's segments, each checked against its reference.
+
+    Checks: the holding bundle exists and its segment files hash to the listed digest;
+    with ``verify``, every segment file's size and sha256.
+
+    Raises:
+        BundleIntegrityError: a listed segment is missing, differs from its digest, or a
+            file of it from its checksum.
+    """
+    locate = locate or sibling_locator(path)
+    opened = []
+    for ref in segment_refs(manifest):
+        if ref.bundle_id == manifest.bundle_id:
+            where, holder = path, manifest
+        else:
+            where = locate(ref.bundle_id)
+            try:
+                holder = read_manifest(where)
+            except BundleError as exc:
+                raise BundleIntegrityError(
+                    f"generation {manifest.bundle_id} lists segment {ref.bundle_id}, which "
+                    f"cannot be read: {exc}"
+                ) from exc
+        if segment_digest(holder) != ref.digest:
+            raise BundleIntegrityError(
+                f"segment {ref.bundle_id} does not match the digest generation "
+                f"{manifest.bundle_id} lists for it"
+            )
+        if verify and ref.bundle_id != manifest.bundle_id:
+            _verify_once(where, holder, ref.digest)
+        elif verify:
+            verify_segment_files(where, holder)
+        opened.append(Segment(ref, where, holder))
+    return opened
+
+
+_VERIFIED: dict[tuple[str, str], tuple[tuple[str, int, int], ...]] = {}
+_VERIFIED_LOCK = threading.Lock()
+
+
+def _verify_once(path: str, manifest: Manifest, digest: str) -> None:
+    """:func:`verify_segment_files`, once per process for a segment whose files have not
+    been replaced since (same size and modification time): a server that reloads a new
+    generation re-hashes only the segments it has not read before."""
+    stamp = tuple(
+        (rel, *_size_and_mtime(os.path.join(path, rel)))
+        for rel in sorted(manifest.files)
+        if is_segment_file(rel)
+    )
+    key = (os.path.abspath(path), digest)
+    with _VERIFIED_LOCK:
+        if _VERIFIED.get(key) == stamp:
+            return
+    verify_segment_files(path, manifest)
+    with _VERIFIED_LOCK:
+        _VERIFIED[key] = stamp
+
+
+def _size_and_mtime(path: str) -> tuple[int, int]:
+    try:
+        status = os.stat(path)
+    except FileNotFoundError:
+        return -1, -1
+    return status.st_size, status.st_mtime_ns
+
+
+def verify_segment_files(path: str, manifest: Manifest) -> None:
+    """Size and sha256 of each segment file of the bundle at ``path``.
+
+    Raises:
+        BundleIntegrityError: naming the first file that is missing or differs.
+    """
+    for rel, entry in sorted(manifest.files.items()):
+        if not is_segment_file(rel):
+            continue
+        full = os.path.join(path, rel)
+        if not os.path.isfile(full):
+            raise BundleIntegrityError(f"segment file {rel} is missing from {path}")
+        if os.path.getsize(full) != entry.size or sha256_file(full) != entry.sha256:
+            raise BundleIntegrityError(
+                f"segment file {rel} of {path} does not match its manifest checksum"
+            )
+
+
+def check_deletions(segment: Segment, doc_ids: Sequence[str], chunk_ids: Sequence[str]) -> None:
+    """Refuse a deletion set that names a document or chunk the segment does not hold.
+
+    Raises:
+        BundleIntegrityError: naming the segment and the first unknown id.
+    """
+    for kind, deleted, held in (
+        ("document", segment.ref.deleted_documents, doc_ids),
+        ("chunk", segment.ref.deleted_chunks, chunk_ids),
+    ):
+        unknown = sorted(set(deleted) - set(held))
+        if unknown:
+            raise BundleIntegrityError(
+                f"the deletion set of segment {segment.ref.bundle_id} names {len(unknown)} "
+                f"{kind}(s) it does not hold, e.g. {unknown[0]!r}"
+            )
+
+
+DOCUMENT_FIELDS = (
+    "doc_id",
+    "revision",
+    "title",
+    "source_uri",
+    "source_role",
+    "access_class",
+    "language",
+    "metadata_json",
+    "valid_from",
+    "valid_to",
+)
+"""Every document column but the text (the revision is the text's hash)."""
+
+
+def document_state(row: Any) -> str:
+    """What decides whether a refresh keeps a document where it is: its revision and
+    every other field but the text. A new access class, title or source path (from a
+    metadata sidecar, say) makes the document changed, so no row keeps a stale one."""
+    get = row.get if isinstance(row, dict) else lambda name: getattr(row, name)
+    payload = json.dumps([get(name) for name in DOCUMENT_FIELDS], ensure_ascii=False)
+    return f"{get('revision')}:{hashlib.sha256(payload.encode('utf-8')).hexdigest()[:16]}"
+
+
+def segment_ids(segment: Segment) -> tuple[list[str], list[str], list[str], list[str]]:
+    """The segment's document ids, their states (:func:`document_state`), its chunk ids
+    and each chunk's document id (all rows, deleted or not), read from its tables."""
+    docs = read_columns(storage.join(segment.path, DOCUMENTS), list(DOCUMENT_FIELDS)).to_pylist()
+    chunks = read_columns(storage.join(segment.path, CHUNKS), ["chunk_id", "doc_id"])
+    return (
+        [d["doc_id"] for d in docs],
+        [document_state(d) for d in docs],
+        chunks["chunk_id"].to_pylist(),
+        chunks["doc_id"].to_pylist(),
+    )
+
+
+class LiveDocument(NamedTuple):
+    """Where a live document of a generation is, and in what state."""
+
+    revision: str
+    position: int
+    """Index of the segment holding it, in the generation's list."""
+    state: str
+    """:func:`document_state` of its row."""
+
+
+def live_revisions(segments: Sequence[Segment]) -> dict[str, LiveDocument]:
+    """Each live document across ``segments``.
+
+    Raises:
+        BundleIntegrityError: a deletion set names an unknown id, or one document is
+            live in two segments.
+    """
+    live: dict[str, LiveDocument] = {}
+    for position, segment in enumerate(segments):
+        doc_ids, states, chunk_ids, _ = segment_ids(segment)
+        check_deletions(segment, doc_ids, chunk_ids)
+        deleted = segment.deleted_documents
+        for doc_id, state in zip(doc_ids, states, strict=True):
+            if doc_id in deleted:
+                continue
+            if doc_id in live:
+                raise BundleIntegrityError(
+                    f"document {doc_id!r} is live in two segments "
+                    f"({segments[live[doc_id].position].ref.bundle_id} and "
+                    f"{segment.ref.bundle_id})"
+                )
+            live[doc_id] = LiveDocument(state.split(":", 1)[0], position, state)
+    return live

@@ -1,0 +1,189 @@
+"""Generations of segments: a refresh writes one segment, queries read them all, and
+compaction gives what a from-scratch build gives."""
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from pipelines import compact
+from pipelines.build_index import run
+from query import load_bundle, retrieve
+from store.activation import activate, gc, read_active
+from store.bundles import BundleIntegrityError, bundle_path, list_bundles
+from store.segments import EXTRACTED_MENTIONS, open_segments
+from tests.conftest import TINY_CORPUS, write_corpus
+from validation import validate_bundle
+
+EDITED = dict(TINY_CORPUS)
+EDITED["tea.md"] = "# Tea\n\nOolong tea is partly oxidised before it is rolled and dried."
+EDITED["kite.md"] = "# Kites\n\nA kite flies because the wind pushes against its sail."
+del EDITED["bread.txt"]
+
+
+def _activate(root: str, bundle_id: str) -> None:
+    report = validate_bundle(bundle_path(root, bundle_id))
+    assert report.passed, report.failed()
+    activate(root, bundle_id)
+
+
+@pytest.fixture(scope="module")
+def refreshed(tmp_path_factory):
+    """A root where ``b2`` (a refresh of ``b1``: one document edited, one added, one
+    removed, in the same input folder) is active, and that folder."""
+    base = tmp_path_factory.mktemp("segments")
+    root = str(base / "root")
+    corpus = write_corpus(base / "corpus", TINY_CORPUS)
+    run(["--input", str(corpus), "--root", root], bundle_id="b1")
+    _activate(root, "b1")
+    (corpus / "bread.txt").unlink()
+    write_corpus(corpus, EDITED)
+    result = run(["--input", str(corpus), "--root", root], bundle_id="b2")
+    _activate(root, "b2")
+    return root, corpus, result
+
+
+@pytest.mark.slow
+def test_a_refresh_writes_one_segment_of_what_changed(refreshed):
+    root, _, result = refreshed
+    manifest = result.manifest
+    assert [s.bundle_id for s in manifest.segments] == ["b1", "b2"]
+    kept = manifest.segments[0]
+    assert kept.deleted_documents == ["bread.txt", "tea.md"]
+    old_chunks = pq.read_table(os.path.join(bundle_path(root, "b1"), "chunks.parquet"))
+    assert kept.deleted_chunks == sorted(
+        c["chunk_id"] for c in old_chunks.to_pylist() if c["doc_id"] in ("bread.txt", "tea.md")
+    )
+    # The new segment holds only the new and changed documents, parsed and embedded once.
+    docs = pq.read_table(os.path.join(result.path, "documents.parquet"))["doc_id"].to_pylist()
+    assert docs == ["kite.md", "tea.md"]
+    chunks = pq.read_table(os.path.join(result.path, "chunks.parquet")).to_pylist()
+    assert manifest.delta["texts_embedded"] == len(chunks)
+    extracted = pq.read_table(os.path.join(result.path, EXTRACTED_MENTIONS))
+    assert set(extracted["doc_id"].to_pylist()) <= {"kite.md", "tea.md"}
+    delta = manifest.delta
+    assert (delta["new"], delta["changed"], delta["unchanged"], delta["deleted"]) == (1, 1, 5, 1)
+    # The knowledge layer covers the live chunks of both segments, and nothing deleted.
+    mentions = pq.read_table(os.path.join(result.path, "mentions.parquet"))
+    assert "bread.txt" not in set(mentions["doc_id"].to_pylist())
+    assert {"kite.md", "river.md"} <= set(mentions["doc_id"].to_pylist())
+
+
+@pytest.mark.slow
+def test_queries_read_every_live_segment_and_no_deleted_row(refreshed, query_encoder):
+    root, corpus, _ = refreshed
+    bundle = load_bundle(root, model=query_encoder)
+    assert len(bundle.segments) == 2
+    assert sorted(bundle.documents) == sorted(
+        ["bike-1", "bike-2", "chess.md", "kite.md", "river.md", "tea.md", "volcano.txt"]
+    )
+    assert bundle.chunk_ids == sorted(bundle.chunk_ids)  # one total order across segments
+    every = retrieve(bundle, "sourdough bread yeast", k=len(bundle.chunk_ids) + 5)
+    assert "bread.txt" not in {e.doc_id for e in every}
+    assert len(every) == len(bundle.chunk_ids)
+    for query, expected in (("oolong tea rolled", "tea.md"), ("kite sail wind", "kite.md")):
+        top = retrieve(bundle, query, k=3)
+        assert top[0].doc_id == expected
+        text = (corpus / expected).read_text(encoding="utf-8")
+        assert text[top[0].start : top[0].end] == top[0].text
+    old_tea = retrieve(bundle, "green tea steamed pan-fired", k=10)
+    assert all("Green tea" not in e.text for e in old_tea)  # the old revision is gone
+    restricted = retrieve(bundle, "kite sail wind", k=3, access=["public"])
+    assert restricted and all(e.access_class == "public" for e in restricted)
+
+
+@pytest.mark.slow
+def test_a_new_access_class_alone_makes_a_document_changed(refreshed, tmp_path, query_encoder):
+    """The text is the same, so the revision is too: the sidecar's access class must still
+    reach every row of the document, never left stale in a kept segment."""
+    root, corpus, _ = refreshed
+    work = str(tmp_path / "root")
+    shutil.copytree(root, work)
+    sidecar = tmp_path / "meta.jsonl"
+    sidecar.write_text(json.dumps({"source_id": "river.md", "access_class": "restricted"}))
+    args = ["--input", str(corpus), "--root", work, "--metadata", str(sidecar)]
+    result = run(args, bundle_id="b3")
+    delta = result.manifest.delta
+    assert (delta["changed"], delta["unchanged"]) == (1, 6)
+    _activate(work, "b3")
+    bundle = load_bundle(work, model=query_encoder)
+    assert bundle.documents["river.md"]["access_class"] == "restricted"
+    public = retrieve(bundle, "Danube Black Sea pelicans", k=10, access=["public"])
+    assert "river.md" not in {e.doc_id for e in public}
+
+
+@pytest.mark.slow
+def test_compaction_holds_what_a_from_scratch_build_holds(refreshed, tmp_path):
+    root, corpus, _ = refreshed
+    work = str(tmp_path / "root")
+    shutil.copytree(root, work)
+    compacted = compact.run([], root=work, bundle_id="b3")
+    assert [s.bundle_id for s in compacted.manifest.segments] == ["b3"]
+    assert compacted.manifest.delta["compacted_segments"] == ["b1", "b2"]
+    assert compacted.manifest.delta["texts_embedded"] == 0
+    fresh_root = str(tmp_path / "fresh")
+    fresh = run(["--input", str(corpus), "--root", fresh_root], bundle_id="f1")
+    tables = ["documents", "chunks", "mentions", "entities", "relations", "communities"]
+    tables += ["extraction/mentions", "extraction/statements", "extraction/acronyms"]
+    for table in tables:
+        ours = pq.read_table(os.path.join(compacted.path, f"{table}.parquet"))
+        theirs = pq.read_table(os.path.join(fresh.path, f"{table}.parquet"))
+        if "embedding" in ours.column_names:
+            for a, b in zip(
+                ours["embedding"].to_pylist(), theirs["embedding"].to_pylist(), strict=True
+            ):
+                assert (a is None) == (b is None)
+                assert a is None or np.allclose(a, b, atol=1e-5), table
+            ours, theirs = ours.drop_columns(["embedding"]), theirs.drop_columns(["embedding"])
+        assert ours.equals(theirs), table
+    assert validate_bundle(compacted.path).passed
+
+
+@pytest.mark.slow
+def test_gc_keeps_the_bundles_whose_segments_a_kept_generation_reads(refreshed, tmp_path):
+    root, _, _ = refreshed
+    work = str(tmp_path / "root")
+    shutil.copytree(root, work)
+    assert read_active(work) == "b2"
+    # Keep only the newest bundle (b2): b1 is its parent, and it holds b2's first segment.
+    assert gc(work, keep=1) == []
+    manifest = json.loads(Path(bundle_path(work, "b2"), "manifest.json").read_text())
+    assert [s["bundle_id"] for s in manifest["segments"]] == ["b1", "b2"]
+    assert list_bundles(work) == ["b1", "b2"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("damage", ["flipped byte", "unknown chunk", "missing segment"])
+def test_a_damaged_generation_is_refused(refreshed, tmp_path, damage, query_encoder):
+    root, _, _ = refreshed
+    work = str(tmp_path / "root")
+    shutil.copytree(root, work)
+    b1, b2 = bundle_path(work, "b1"), bundle_path(work, "b2")
+    if damage == "flipped byte":
+        target = Path(b1, "chunks.usearch")
+        data = bytearray(target.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        target.write_bytes(bytes(data))
+        match = "chunks.usearch"
+    elif damage == "unknown chunk":
+        path = Path(b2, "manifest.json")
+        manifest = json.loads(path.read_text())
+        manifest["segments"][0]["deleted_chunks"].append("no-such-chunk")
+        path.write_text(json.dumps(manifest))
+        match = "no-such-chunk"
+    else:
+        shutil.rmtree(b1)
+        match = "b1"
+    with pytest.raises(BundleIntegrityError, match=match):
+        load_bundle(work, bundle_id="b2", model=query_encoder)
+    report = validate_bundle(b2, write=False)
+    assert not report.passed
+    if damage != "unknown chunk":
+        from store.bundles import read_manifest
+
+        with pytest.raises(BundleIntegrityError):
+            open_segments(b2, read_manifest(b2))
