@@ -102,12 +102,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--work", required=True, help="scratch folder (emptied first)")
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--count", type=int, default=51, help="documents edited per round")
+    parser.add_argument(
+        "--measure-only",
+        action="store_true",
+        help="skip the builds: measure the bundles a previous run left in --work (the last "
+        "refresh, the compacted generation and the fresh build of the final state)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    from evidex.evaluation import load_dataset, score_arm
-    from query import load_bundle
+    from evidex.evaluation import load_dataset
 
     dataset = load_dataset(args.data)
+    if args.measure_only:
+        root, fresh_root = os.path.join(args.work, "root"), os.path.join(args.work, "fresh")
+        generations = sorted(os.listdir(os.path.join(root, "bundles")))
+        summary = {"load_average_start": os.getloadavg()}
+        measure(dataset, root, fresh_root, generations[-2], generations[-1], summary)
+        print(json.dumps(summary, indent=2))
+        return 0
     shutil.rmtree(args.work, ignore_errors=True)
     os.makedirs(args.work)
     root, fresh_root = os.path.join(args.work, "root"), os.path.join(args.work, "fresh")
@@ -147,6 +159,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary["compaction_s"] = round(compacted, 1)
     compacted_id = json.loads(out)["bundle_id"]
 
+    measure(dataset, root, fresh_root, last, compacted_id, summary)
+    text = json.dumps(summary, indent=2)
+    print(text)
+    with open(os.path.join(args.work, "summary.json"), "w", encoding="utf-8") as handle:
+        handle.write(text)
+    return 0
+
+
+def measure(
+    dataset: Any, root: str, fresh_root: str, last: str, compacted_id: str, summary: dict
+) -> None:
+    """Quality, top-10 agreement and latency of the segmented, compacted and fresh bundles."""
+    from evidex.evaluation import score_arm
+    from query import load_bundle
+
     segmented = load_bundle(root, bundle_id=last)
     one = load_bundle(fresh_root)
     merged = load_bundle(root, bundle_id=compacted_id)
@@ -174,11 +201,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     p95["ratio"] = round(p95["segmented_ms"] / p95["one_segment_ms"], 3)
     summary["router_p95"] = p95
     summary["load_average_end"] = os.getloadavg()
-    text = json.dumps(summary, indent=2)
-    print(text)
-    with open(os.path.join(args.work, "summary.json"), "w", encoding="utf-8") as handle:
-        handle.write(text)
-    return 0
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""One refresh of a bundle root from its input: delta build -> validate -> activate.
+"""One refresh of a bundle root from its input: delta build -> validate -> activate, then
+compaction when the merge policy calls for it (``pipelines.compact.MergePolicy``).
 
 Shared by ``evidex stream`` (once per window) and scheduled runs. The input's
 current state is what gets built: new and changed documents are processed,
@@ -134,6 +135,53 @@ def refresh(input_pattern: str, root: str | None, build_args: Sequence[str] = ()
             "refused", built.bundle_id, seen, *counts, str(exc), time.monotonic() - started
         )
     write_state(root, {"listing": fingerprint, "bundle_id": built.bundle_id})
-    return RefreshResult(
-        "activated", built.bundle_id, seen, *counts, "", time.monotonic() - started
+    active_now, note = compact_if_due(root, built.bundle_id, built.manifest, build_args)
+    if active_now != built.bundle_id:
+        write_state(root, {"listing": fingerprint, "bundle_id": active_now})
+    return RefreshResult("activated", active_now, seen, *counts, note, time.monotonic() - started)
+
+
+def compact_if_due(
+    root: str,
+    bundle_id: str,
+    manifest: Any,
+    build_args: Sequence[str] = (),
+    *,
+    policy: Any = None,
+) -> tuple[str, str]:
+    """Compact the just activated generation when the merge policy calls for it, validate
+    the result and activate it in its place (compare-and-swap: if anything else was
+    activated meanwhile, the compacted generation is left unactivated).
+
+    Returns:
+        The generation active afterwards, and a note for the progress line ("" when
+        nothing was due). A failed compaction leaves ``bundle_id`` active and says why.
+    """
+    from pipelines import compact
+    from pipelines.build_index import BuildFailedError
+    from store.activation import ActivationError, activate
+    from store.regression import read_cases
+    from validation import validate_bundle
+
+    reason = (policy or compact.MergePolicy()).reason(manifest)
+    if reason is None:
+        return bundle_id, ""
+    logger.info("compacting %s: %s", bundle_id, reason)
+    try:
+        result = compact.run(list(build_args), root=root, source=bundle_id)
+    except (BuildFailedError, OSError, RuntimeError, ValueError) as exc:
+        logger.warning("compaction of %s failed: %s", bundle_id, exc)
+        return bundle_id, f"compaction failed: {exc}"
+    local = local_bundle(root, result.bundle_id)
+    report = validate_bundle(
+        local, regression=read_cases(root), locate=lambda other: local_bundle(root, other)
     )
+    store_validation_report(root, result.bundle_id, local)
+    if not report.passed:
+        failed = ", ".join(c.name for c in report.failed()[:3])
+        return bundle_id, f"compacted {result.bundle_id} refused: {failed}"
+    try:
+        activate(root, result.bundle_id, expected_previous=bundle_id)
+    except ActivationError as exc:
+        return bundle_id, f"compacted {result.bundle_id} not activated: {exc}"
+    return result.bundle_id, f"compacted ({reason}) into {result.bundle_id}"

@@ -58,6 +58,7 @@ from store.models import (
     resolve_model,
 )
 from store.segments import (
+    EXTRACTED_MENTIONS,
     LiveDocument,
     Segment,
     live_revisions,
@@ -500,6 +501,15 @@ def _delta_parent(
         live = live_revisions(segments)
     except bundles.BundleError as exc:
         logger.warning("active bundle %s has a bad segment (%s): full build", active, exc)
+        return None
+    unparsed = [s.ref.bundle_id for s in segments if EXTRACTED_MENTIONS not in s.manifest.files]
+    if config.knowledge.enabled and unparsed:
+        logger.info(
+            "segments %s of the active bundle %s were built without the knowledge layer: "
+            "full build",
+            ", ".join(unparsed),
+            active,
+        )
         return None
     return ParentBundle(active, path, segments, live)
 

@@ -54,6 +54,22 @@ class LexicalIndex:
         rows = np.asarray(indices[int(indptr[first]) : int(indptr[first + 1])], dtype=np.int64)
         return rows if token_id is not None else rows[:0]
 
+    @property
+    def rows(self) -> int:
+        """Rows the index scores (the statistics' document count, deleted rows included)."""
+        return self._rows
+
+    def weights(self, token: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """The rows holding ``token`` and their stored BM25 weights (the token's IDF in this
+        index times its length-normalized term frequency), or ``None`` if it is unknown."""
+        token_id = self._index.vocab_dict.get(token)
+        if token_id is None:
+            return None
+        indptr = self._index.scores["indptr"]
+        lo, hi = int(indptr[token_id]), int(indptr[token_id + 1])
+        rows = np.asarray(self._index.scores["indices"][lo:hi], dtype=np.int64)
+        return rows, np.asarray(self._index.scores["data"][lo:hi], dtype=np.float32)
+
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every row for ``query`` (zeros when no query term is known)."""
         scores = self.token_scores(self._tokenize([query])[0])

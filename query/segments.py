@@ -13,6 +13,7 @@ The merged view keeps every read-path invariant of a one-segment bundle:
   corpus-wide statistics again.
 """
 
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -100,22 +101,41 @@ class SegmentedIndex:
         return Matches(keys=all_keys[order], distances=all_distances[order])
 
 
+def lucene_idf(df: int, n: int) -> float:
+    """BM25's IDF as Lucene (and bm25s, which built the indexes) computes it."""
+    return math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+
+STATISTICS = ("corpus", "segment")
+
+
 class SegmentedLexical:
     """Several segments' BM25 indexes as one over the live rows of the merged view.
 
-    Each segment scores with its own statistics; a deleted row scores nothing.
+    ``statistics="corpus"`` (the default) scores every term with the IDF of the live rows
+    of all segments, as a from-scratch build of the same documents would: each segment's
+    stored weight is its own IDF times the normalized term frequency, so it is rescaled
+    by the ratio of the two IDFs (the length normalization keeps each segment's average
+    length). ``"segment"`` keeps each segment's own statistics, as Elasticsearch scores per
+    shard. A deleted row scores nothing either way.
     """
 
-    def __init__(self, parts: list[tuple[LexicalIndex, np.ndarray]], rows: int) -> None:
+    def __init__(
+        self, parts: list[tuple[LexicalIndex, np.ndarray]], rows: int, statistics: str = "corpus"
+    ) -> None:
+        if statistics not in STATISTICS:
+            raise ValueError(f"statistics must be one of {STATISTICS}, not {statistics!r}")
         self._parts = parts  # (index, global row of each segment row, -1 when deleted)
         self._rows = rows
+        self.statistics = statistics
 
     def tokenize(self, text: str) -> list[str]:
         return self._parts[0][0].tokenize(text)
 
     def knows(self, token: str) -> bool:
-        """Whether any live chunk's BM25 text holds ``token``."""
-        return len(self.postings(token)) > 0
+        """Whether any segment's vocabulary holds ``token`` (a vocabulary check, as for one
+        segment: it may hold it only in deleted rows, which :meth:`postings` leaves out)."""
+        return any(index.knows(token) for index, _ in self._parts)
 
     def postings(self, token: str) -> np.ndarray:
         """Ascending live rows whose BM25 text holds ``token``."""
@@ -124,15 +144,32 @@ class SegmentedLexical:
         return np.sort(merged[merged >= 0])
 
     def scores(self, query: str) -> np.ndarray:
-        """Each live row's BM25 score under its own segment's statistics."""
+        """Each live row's BM25 score for ``query``."""
         out = np.zeros(self._rows, dtype=np.float32)
         tokens = self._parts[0][0].tokenize(query)  # once, not once per segment
-        for index, to_global in self._parts:
-            local = index.token_scores(tokens)
-            if local is None:
+        if self.statistics == "segment":
+            for index, to_global in self._parts:
+                local = index.token_scores(tokens)
+                if local is not None:
+                    live = to_global >= 0
+                    out[to_global[live]] += local[live]
+            return out
+        for token in tokens:
+            found, df = [], 0
+            for index, to_global in self._parts:
+                weights = index.weights(token)
+                if weights is None:
+                    continue
+                rows, values = weights
+                where = to_global[rows]
+                live = where >= 0
+                df += int(live.sum())
+                found.append((lucene_idf(len(rows), index.rows), where[live], values[live]))
+            if not df:
                 continue
-            live = to_global >= 0
-            out[to_global[live]] = local[live]
+            idf = lucene_idf(df, self._rows)
+            for own_idf, where, values in found:
+                out[where] += values * np.float32(idf / own_idf)
         return out
 
 

@@ -13,6 +13,7 @@ copied. Bundles before schema version 3 are generations of one segment, their ow
 import hashlib
 import json
 import os
+import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -208,6 +209,8 @@ def check_deletions(segment: Segment, doc_ids: Sequence[str], chunk_ids: Sequenc
             )
 
 
+_LINE = re.compile(r"#L\d+$")
+
 DOCUMENT_FIELDS = (
     "doc_id",
     "revision",
@@ -226,9 +229,18 @@ DOCUMENT_FIELDS = (
 def document_state(row: Any) -> str:
     """What decides whether a refresh keeps a document where it is: its revision and
     every other field but the text. A new access class, title or source path (from a
-    metadata sidecar, say) makes the document changed, so no row keeps a stale one."""
+    metadata sidecar, say) makes the document changed, so no row keeps a stale one.
+
+    A JSONL record's line number (``#L<n>`` of its source) is left out: it is where the
+    record sits, not what it is, and deleting one record would otherwise make every record
+    below it "changed". A kept record's source therefore names the line it had when its
+    segment was written.
+    """
     get = row.get if isinstance(row, dict) else lambda name: getattr(row, name)
-    payload = json.dumps([get(name) for name in DOCUMENT_FIELDS], ensure_ascii=False)
+    values = [get(name) for name in DOCUMENT_FIELDS]
+    source = DOCUMENT_FIELDS.index("source_uri")
+    values[source] = _LINE.sub("", str(values[source]))
+    payload = json.dumps(values, ensure_ascii=False)
     return f"{get('revision')}:{hashlib.sha256(payload.encode('utf-8')).hexdigest()[:16]}"
 
 

@@ -75,3 +75,24 @@ def test_delta_can_be_turned_off(validated_root, tiny_corpus, tmp_path):
     )
     assert full.manifest.delta["parent"] is None
     assert full.manifest.delta["texts_embedded"] == full.manifest.row_counts["chunks"]
+
+
+@pytest.mark.slow
+def test_a_refresh_with_the_knowledge_layer_over_segments_without_it_builds_in_full(
+    tiny_corpus, tmp_path
+):
+    """Kept segments must carry their extraction: without it the knowledge layer could
+    only be computed by parsing them again, which is a full build's work anyway."""
+    from store.activation import activate
+    from validation import validate_bundle
+
+    root = str(tmp_path / "root")
+    plain = run(["--input", str(tiny_corpus), "--root", root, "--knowledge=false"], bundle_id="p")
+    assert validate_bundle(plain.path).passed
+    activate(root, "p")
+    again = run(["--input", str(tiny_corpus), "--root", root, "--knowledge=false"], bundle_id="q")
+    assert again.manifest.delta["parent"] == "p"  # the same layer: a refresh
+    rich = run(["--input", str(tiny_corpus), "--root", root], bundle_id="k")
+    assert rich.manifest.delta["parent"] is None
+    assert [s.bundle_id for s in rich.manifest.segments] == ["k"]
+    assert rich.manifest.row_counts["entities"] > 0

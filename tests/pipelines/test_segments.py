@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -117,6 +118,25 @@ def test_a_new_access_class_alone_makes_a_document_changed(refreshed, tmp_path, 
 
 
 @pytest.mark.slow
+def test_deleting_a_jsonl_record_leaves_the_records_below_it_unchanged(refreshed, tmp_path):
+    """A record's line number is where it sits, not what it is."""
+    root, corpus, _ = refreshed
+    work = str(tmp_path / "root")
+    shutil.copytree(root, work)
+    records = corpus / "records.jsonl"
+    lines = records.read_text(encoding="utf-8").splitlines(keepends=True)
+    assert len(lines) == 2  # bike-1 on line 1, bike-2 on line 2
+    records.write_text(lines[1], encoding="utf-8")  # bike-2 moves up to line 1
+    try:
+        result = run(["--input", str(corpus), "--root", work], bundle_id="b3")
+    finally:
+        records.write_text("".join(lines), encoding="utf-8")
+    delta = result.manifest.delta
+    assert (delta["new"], delta["changed"], delta["deleted"]) == (0, 0, 1)
+    assert "bike-1" in result.manifest.segments[0].deleted_documents
+
+
+@pytest.mark.slow
 def test_compaction_holds_what_a_from_scratch_build_holds(refreshed, tmp_path):
     root, corpus, _ = refreshed
     work = str(tmp_path / "root")
@@ -187,3 +207,71 @@ def test_a_damaged_generation_is_refused(refreshed, tmp_path, damage, query_enco
 
         with pytest.raises(BundleIntegrityError):
             open_segments(b2, read_manifest(b2))
+
+
+def test_the_merge_policy_names_why_a_generation_should_be_compacted():
+    from schemas.manifest import SegmentRef
+
+    def generation(*segments):
+        return SimpleNamespace(segments=list(segments))
+
+    digest = "0" * 64
+    small = SegmentRef(bundle_id="a", digest=digest, documents=10, chunks=10)
+    policy = compact.MergePolicy(max_segments=2, max_deleted_share=0.25)
+    assert policy.reason(generation(small, small)) is None
+    assert policy.reason(generation(small, small, small)) == "3 segments (more than 2)"
+    worn = small.model_copy(update={"deleted_chunks": [f"c{i}" for i in range(6)]})
+    assert policy.reason(generation(worn, small)) == "30% of the chunk rows deleted (more than 25%)"
+
+
+@pytest.mark.slow
+def test_a_refresh_compacts_when_the_policy_says_so(refreshed, tmp_path, query_encoder):
+    from evidex.refresh import compact_if_due
+    from store.bundles import read_manifest
+
+    root, _, _ = refreshed
+    work = str(tmp_path / "root")
+    shutil.copytree(root, work)
+    manifest = read_manifest(bundle_path(work, "b2"))
+    assert compact_if_due(work, "b2", manifest) == ("b2", "")  # two segments: not due
+    active, note = compact_if_due(work, "b2", manifest, policy=compact.MergePolicy(max_segments=1))
+    assert active != "b2" and read_active(work) == active
+    assert note == f"compacted (2 segments (more than 1)) into {active}"
+    bundle = load_bundle(work, model=query_encoder)
+    assert [s.ref.bundle_id for s in bundle.segments] == [active]
+    assert retrieve(bundle, "kite sail wind", k=1)[0].doc_id == "kite.md"
+
+
+@pytest.mark.slow
+def test_bm25_across_segments_uses_the_live_corpus_statistics(refreshed, tmp_path, query_encoder):
+    """With corpus statistics a term weighs what it weighs in a from-scratch build of the
+    same documents (IDF over the live rows of all segments), not what it weighed in the
+    segment that happens to hold it."""
+    from query.segments import SegmentedLexical
+
+    root, corpus, _ = refreshed
+    bundle = load_bundle(root, model=query_encoder)
+    fresh = load_bundle(str(_fresh_build(corpus, tmp_path)), model=query_encoder)
+    assert bundle.chunk_ids == fresh.chunk_ids
+    lexical = bundle.lexical
+    assert isinstance(lexical, SegmentedLexical) and lexical.statistics == "corpus"
+    query = "tea oxidised before drying and rolled"
+    corpus_scores = lexical.scores(query)
+    lexical.statistics = "segment"
+    segment_scores = lexical.scores(query)
+    lexical.statistics = "corpus"
+    expected = fresh.lexical.scores(query)
+    assert (corpus_scores > 0).tolist() == (expected > 0).tolist()
+    # The term weights agree; only each segment's average chunk length still differs.
+    gap = np.abs(corpus_scores - expected).max()
+    assert gap < np.abs(segment_scores - expected).max()
+    assert gap < 0.25 * expected.max()
+    with pytest.raises(ValueError, match="statistics"):
+        SegmentedLexical([], 0, statistics="global")
+
+
+def _fresh_build(corpus: Path, tmp_path: Path) -> Path:
+    root = tmp_path / "fresh"
+    run(["--input", str(corpus), "--root", str(root)], bundle_id="f1")
+    _activate(str(root), "f1")
+    return root
