@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 from query.encoder import BACKENDS, Backend, BundledEncoder, QueryEncoder
 from query.knowledge import load_knowledge
 from query.lexical import LexicalIndex
-from query.segments import merge_segments
+from query.segments import CHUNK_COLUMNS, DOCUMENT_COLUMNS, merge_segments, restore_index
 from schemas.manifest import Manifest
 from store.activation import read_active
 from store.bundles import (
@@ -35,7 +35,7 @@ from store.bundles import (
     verify_files,
     verify_index_headers,
 )
-from store.config import ACCESS_CLASSES, SEARCH_EXPANSION, LexicalConfig
+from store.config import ACCESS_CLASSES, LexicalConfig
 from store.models import (
     fingerprint,
     load_sentence_transformer,
@@ -186,19 +186,7 @@ class LoadedBundle:
 
 
 def _read_documents(path: str) -> dict[str, dict[str, Any]]:
-    table = read_parquet(
-        os.path.join(path, DOCUMENTS),
-        columns=[
-            "doc_id",
-            "revision",
-            "title",
-            "text",
-            "access_class",
-            "source_role",
-            "valid_from",
-            "valid_to",
-        ],
-    )
+    table = read_parquet(os.path.join(path, DOCUMENTS), columns=DOCUMENT_COLUMNS)
     return {row["doc_id"]: row for row in table.to_pylist()}
 
 
@@ -380,28 +368,18 @@ def open_bundle(
         )
         bundle._vector_source = merged.vectors
         return bundle
-    columns = ["chunk_id", "doc_id", "start", "end", "access_class", "ann_key", "heading_path"]
     present = set(pq.read_schema(os.path.join(chunk_path, CHUNKS)).names)
     paged = {"page_start", "page_end"} <= present  # bundles before page numbers lack them
     chunks = read_parquet(
         os.path.join(chunk_path, CHUNKS),
-        columns=columns + (["page_start", "page_end"] if paged else []),
+        columns=CHUNK_COLUMNS + (["page_start", "page_end"] if paged else []),
     )
-    from usearch.index import Index
-
-    index = Index.restore(os.path.join(chunk_path, CHUNK_INDEX), view=True)
-    if index is None:
-        raise BundleError(f"cannot read the vector index of bundle {manifest.bundle_id}")
-    index.expansion_search = SEARCH_EXPANSION  # type: ignore[misc]  # settable at run time
-    partitions = {}
-    for access_class in ACCESS_CLASSES:
-        rel = partition_index(access_class)
-        if rel in segments[0].manifest.indexes:
-            partition = Index.restore(os.path.join(chunk_path, rel), view=True)
-            if partition is None:
-                raise BundleError(f"cannot read {rel} of bundle {manifest.bundle_id}")
-            partition.expansion_search = SEARCH_EXPANSION  # type: ignore[misc]
-            partitions[access_class] = partition
+    index = restore_index(chunk_path, CHUNK_INDEX)
+    partitions = {
+        access_class: restore_index(chunk_path, partition_index(access_class))
+        for access_class in ACCESS_CLASSES
+        if partition_index(access_class) in segments[0].manifest.indexes
+    }
     lexical = None
     if os.path.isdir(os.path.join(chunk_path, LEXICAL_DIR)):
         lexical = LexicalIndex.open(

@@ -15,7 +15,7 @@ The merged view keeps every read-path invariant of a one-segment bundle:
 
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -58,12 +58,8 @@ class Matches(NamedTuple):
 @dataclass
 class _Part:
     index: Any
-    deleted_keys: frozenset[int]
-    deleted: np.ndarray = field(init=False)
-    """The deleted keys as a sorted array (for ``np.isin``)."""
-
-    def __post_init__(self) -> None:
-        self.deleted = np.fromiter(sorted(self.deleted_keys), dtype=np.uint64)
+    deleted: np.ndarray
+    """The segment's deleted keys (for ``np.isin``)."""
 
 
 class SegmentedIndex:
@@ -75,7 +71,7 @@ class SegmentedIndex:
 
     def __init__(self, parts: list[_Part]) -> None:
         self._parts = parts
-        self._size = sum(len(p.index) - len(p.deleted_keys) for p in parts)
+        self._size = sum(len(p.index) - len(p.deleted) for p in parts)
 
     def __len__(self) -> int:
         return self._size
@@ -83,7 +79,7 @@ class SegmentedIndex:
     def search(self, vector: np.ndarray, count: int) -> Matches:
         keys, distances = [], []
         for part in self._parts:
-            want = min(count + len(part.deleted_keys), len(part.index))
+            want = min(count + len(part.deleted), len(part.index))
             if want <= 0:
                 continue
             matches = part.index.search(vector, want)
@@ -209,7 +205,12 @@ class MergedChunks:
         return out if out is not None else np.zeros((0, 1), dtype=np.float32)
 
 
-def _restore(path: str, rel: str) -> Any:
+def restore_index(path: str, rel: str) -> Any:
+    """Memory-map the USearch file ``rel`` of the bundle at ``path``, searched as readers do.
+
+    Raises:
+        BundleError: the file cannot be read.
+    """
     from usearch.index import Index
 
     index = Index.restore(os.path.join(path, rel), view=True)
@@ -282,16 +283,13 @@ def merge_segments(segments: list[Segment], lexical_config: LexicalConfig) -> Me
         sources.append((os.path.join(segment.path, CHUNKS), to_global))
         if not len(chunk_ids):
             continue
-        deleted = frozenset(int(k) for k in segment_keys[~live].tolist())
-        index_parts.append(_Part(_restore(segment.path, CHUNK_INDEX), deleted))
+        index_parts.append(_Part(restore_index(segment.path, CHUNK_INDEX), segment_keys[~live]))
         classes = np.asarray(chunks.column("access_class").to_pylist(), dtype=object)
         for access_class in ACCESS_CLASSES:
             rel = partition_index(access_class)
             if rel in segment.manifest.indexes:
-                gone = frozenset(
-                    int(k) for k in segment_keys[~live & (classes == access_class)].tolist()
-                )
-                partition_parts[access_class].append(_Part(_restore(segment.path, rel), gone))
+                gone = segment_keys[~live & (classes == access_class)]
+                partition_parts[access_class].append(_Part(restore_index(segment.path, rel), gone))
         if os.path.isdir(os.path.join(segment.path, LEXICAL_DIR)):
             lexical = LexicalIndex.open(
                 os.path.join(segment.path, LEXICAL_DIR), lexical_config, rows=len(chunk_ids)

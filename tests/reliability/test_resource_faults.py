@@ -55,14 +55,7 @@ def test_a_full_disk_at_the_parquet_writer_fails_the_build_cleanly(
     # into BuildFailedError (a RuntimeError) naming the cause.
     with pytest.raises(BuildFailedError, match=r"\[Errno 28\] No space left on device: .*chunks"):
         run(
-            [
-                "--input",
-                str(tiny_corpus),
-                "--root",
-                str(root),
-                "--knowledge=false",
-                "--delta=false",  # a full build: every writer writes
-            ],
+            _full_build(tiny_corpus, root),
             bundle_id="enospc",
         )
     assert _snapshot(root) == before
@@ -71,6 +64,11 @@ def test_a_full_disk_at_the_parquet_writer_fails_the_build_cleanly(
     with pytest.raises(ActivationError, match="cannot activate enospc:"):
         activate(str(root), "enospc")
     assert _snapshot(root) == before
+
+
+def _full_build(corpus: Path, root: Path) -> list[str]:
+    """A full build without the knowledge layer: every chunk writer writes."""
+    return ["--input", str(corpus), "--root", str(root), "--knowledge=false", "--delta=false"]
 
 
 def _no_space(*_args, **_kwargs):
@@ -95,14 +93,7 @@ def test_a_full_disk_at_the_index_writers_fails_the_build_cleanly(
     monkeypatch.setattr(getattr(importlib.import_module(module), owner), method, _no_space)
     with pytest.raises(BuildFailedError, match=r"\[Errno 28\] No space left on device"):
         run(
-            [
-                "--input",
-                str(tiny_corpus),
-                "--root",
-                str(root),
-                "--knowledge=false",
-                "--delta=false",  # a full build: every writer writes
-            ],
+            _full_build(tiny_corpus, root),
             bundle_id=f"enospc-{writer}",
         )
     assert _snapshot(root) == before
@@ -142,17 +133,7 @@ def test_a_really_full_filesystem_fails_the_build_cleanly(validated_root, tiny_c
         before = _snapshot(root)
         # Wherever the space runs out: a direct OSError, or a Beam stage failing on it.
         with pytest.raises((OSError, BuildFailedError)) as failure:
-            run(
-                [
-                    "--input",
-                    str(tiny_corpus),
-                    "--root",
-                    str(root),
-                    "--knowledge=false",
-                    "--delta=false",  # a full build: every writer writes
-                ],
-                bundle_id="full",
-            )
+            run(_full_build(tiny_corpus, root), bundle_id="full")
         assert "No space left on device" in str(failure.value)
         assert _snapshot(root) == before
         assert not (root / "bundles" / "full").exists()
