@@ -22,7 +22,7 @@ Clusters come from union-find; each gets its most frequent surface as name.
 
 import itertools
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from typing import NamedTuple
 
 import numpy as np
@@ -231,3 +231,94 @@ def canonicalize(
         entities[entity.entity_id] = entity
         assignment.update((m.mention_id, entity.entity_id) for m in members)
     return Canonicalized([entities[k] for k in sorted(entities)], assignment)
+
+
+class KnownUnit(NamedTuple):
+    """A unit of an existing generation: its entity and how many live mentions it has."""
+
+    entity_id: str
+    count: int
+
+
+def _known_match(unit: tuple[str, str], by_squashed: Mapping[str, dict[str, KnownUnit]]) -> str:
+    """The existing entity the full build's unit rules would put ``unit`` in, or ``""``.
+
+    Same squashed form and class: that entity. A ``thing`` joins the larger of the
+    person/place entities of its form; a person or place joins a form's ``thing`` entity
+    when the form has no entity of the other typed class (person and place never merge).
+    """
+    classes = by_squashed.get(squashed(unit[0]))
+    if not classes:
+        return ""
+    if unit[1] in classes:
+        return classes[unit[1]].entity_id
+    typed = [c for c in ("person", "place") if c in classes]
+    if unit[1] == "thing" and typed:
+        return classes[max(typed, key=lambda c: (classes[c].count, c))].entity_id
+    if "thing" in classes and not typed:
+        return classes["thing"].entity_id
+    return ""
+
+
+def link_mentions(
+    known: Mapping[tuple[str, str], KnownUnit],
+    mentions: Iterable[MentionRef],
+    acronyms: Iterable[tuple[str, str]] = (),
+    *,
+    embed: Embed | None = None,
+    similarity: float = 0.85,
+    max_block: int = 64,
+    entity_ids: Set[str] = frozenset(),
+) -> Canonicalized:
+    """Link new mentions to the entities of an existing generation (incremental refresh).
+
+    A mention whose unit ``(norm, type class)`` the generation knows joins that unit's
+    entity; one whose squashed form it knows joins by the unit rules of
+    :func:`canonicalize` (see :func:`_known_match`). The rest are clustered among
+    themselves by :func:`canonicalize` (acronyms and spelling variants included) into new
+    entities; a new entity whose id an existing one already has joins it. Acronym and
+    spelling-variant merges *across* old and new entities wait for the next full
+    canonicalization (a compaction).
+
+    Args:
+        known: every live unit of the generation -> its entity and live mention count.
+        mentions: the new mentions (any order).
+        acronyms: definitions stated in the new chunks.
+        entity_ids: ids of the generation's entities beyond those of ``known`` (e.g. one
+            whose every mention was in a changed document): a new cluster given one of
+            these ids joins that entity, as it does one of ``known``.
+
+    Returns:
+        The new entities only (sorted by id) and every new mention's entity id.
+    """
+    by_squashed: dict[str, dict[str, KnownUnit]] = defaultdict(dict)
+    for (norm, tclass), unit in sorted(known.items()):
+        by_squashed[squashed(norm)].setdefault(tclass, unit)
+    known_ids = {unit.entity_id for unit in known.values()} | set(entity_ids)
+    assignment: dict[str, str] = {}
+    unmatched: list[MentionRef] = []
+    for m in mentions:
+        unit = (m.norm, type_class(m.label))
+        entity_id = known[unit].entity_id if unit in known else _known_match(unit, by_squashed)
+        if entity_id:
+            assignment[m.mention_id] = entity_id
+        else:
+            unmatched.append(m)
+    fresh = canonicalize(
+        unmatched, acronyms, embed=embed, similarity=similarity, max_block=max_block
+    )
+    assignment.update(fresh.assignment)
+    return Canonicalized([e for e in fresh.entities if e.entity_id not in known_ids], assignment)
+
+
+def refreshed_entity(entity: Entity, members: Sequence[MentionRef]) -> Entity:
+    """``entity`` with its counts, aliases and chunks recomputed from its live mentions;
+    its id, name, label and norm stay (they change at the next full canonicalization)."""
+    surfaces = Counter(" ".join(m.text.split()) for m in members)
+    aliases = sorted(surfaces.items(), key=lambda kv: (-kv[1], -len(kv[0]), kv[0]))
+    return entity._replace(
+        mention_count=len(members),
+        aliases=[surface for surface, _ in aliases],
+        alias_counts=[count for _, count in aliases],
+        chunk_ids=sorted({m.chunk_id for m in members}),
+    )

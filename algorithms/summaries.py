@@ -38,6 +38,24 @@ def _combined_confidence(values: Iterable[float]) -> float:
     return round(1.0 - miss, 6)
 
 
+def relation_key(s: Statement, assignment: Mapping[str, str]) -> tuple[str, str, str] | None:
+    """``(subject entity, predicate, object entity or "literal:<norm>")`` of a statement,
+    or ``None`` when it makes no relation (a mention without entity, a self-relation)."""
+    subject = assignment.get(s.subject_mention_id)
+    if s.object_mention_id is None:
+        obj = "literal:" + (normalize_surface(s.object_text) or s.object_text)
+    else:
+        obj = assignment.get(s.object_mention_id, "")
+    if subject is None or not obj or obj == subject:
+        return None
+    return subject, s.predicate, obj
+
+
+def relation_id(key: tuple[str, str, str]) -> str:
+    """The id of the relation a :func:`relation_key` names."""
+    return stable_id("relation", *key)
+
+
 def aggregate_relations(
     statements: Iterable[Statement],
     assignment: Mapping[str, str],
@@ -52,14 +70,9 @@ def aggregate_relations(
     """
     groups: dict[tuple[str, str, str], list[Statement]] = defaultdict(list)
     for s in statements:
-        subject = assignment.get(s.subject_mention_id)
-        if s.object_mention_id is None:
-            obj = "literal:" + (normalize_surface(s.object_text) or s.object_text)
-        else:
-            obj = assignment.get(s.object_mention_id, "")
-        if subject is None or not obj or obj == subject:
-            continue
-        groups[(subject, s.predicate, obj)].append(s)
+        key = relation_key(s, assignment)
+        if key is not None:
+            groups[key].append(s)
     relations = []
     for (subject, predicate, obj), members in groups.items():
         members = sorted(members, key=lambda s: s.statement_id)
@@ -70,7 +83,7 @@ def aggregate_relations(
         sentences = sorted({(s.doc_id, s.sentence_start, s.sentence_end) for s in members})
         relations.append(
             Relation(
-                relation_id=stable_id("relation", subject, predicate, obj),
+                relation_id=relation_id((subject, predicate, obj)),
                 subject_id=subject,
                 predicate=predicate,
                 object_id=object_id,

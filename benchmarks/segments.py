@@ -48,9 +48,25 @@ def evidex(*args: str) -> tuple[float, str]:
 def build(corpus: str, root: str, *, delta: bool) -> tuple[str, float]:
     """Build ``corpus`` under ``root`` (a refresh of the active generation with ``delta``):
     the bundle id and the seconds the command took."""
+    bundle_id, seconds, _ = build_details(corpus, root, delta=delta)
+    return bundle_id, seconds
+
+
+def build_details(corpus: str, root: str, *, delta: bool) -> tuple[str, float, dict[str, Any]]:
+    """:func:`build`, plus what the refresh did: texts embedded and the knowledge state."""
     argv = ["build", "--input", corpus, "--root", root, "--title-in-text", "--json"]
     seconds, out = evidex(*argv, *([] if delta else ["--no-delta"]))
-    return json.loads(out)["bundle_id"], seconds
+    payload = json.loads(out)
+    with open(os.path.join(payload["path"], "manifest.json"), encoding="utf-8") as handle:
+        manifest = json.load(handle)
+    details = {
+        "chunk_texts_embedded": payload["delta"].get("texts_embedded"),
+        "knowledge_texts_embedded": payload["delta"].get("knowledge_texts_embedded"),
+        "knowledge_state": manifest.get("knowledge_state"),
+        "segments": len(manifest.get("segments") or []),
+        "deleted_chunk_rows": sum(len(s["deleted_chunks"]) for s in manifest.get("segments") or []),
+    }
+    return payload["bundle_id"], seconds, details
 
 
 def validate_and_activate(root: str, bundle_id: str) -> float:
@@ -138,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         delete = number == 2
         rows = next_state(rows, number, args.count, delete=delete)
         write_state(rows, corpus)
-        bundle_id, seconds = build(corpus, root, delta=True)
+        bundle_id, seconds, details = build_details(corpus, root, delta=True)
         checked = validate_and_activate(root, bundle_id)
         entry = {
             "round": number,
@@ -147,6 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "validate_s": round(checked, 1),
             "build_share": round(seconds / full, 4),
             "build_and_validate_share": round((seconds + checked) / (full + full_validate), 4),
+            **details,
         }
         logger.info("round %s", entry)
         summary["rounds"].append(entry)

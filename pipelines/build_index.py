@@ -9,6 +9,7 @@ runner flag, e.g.::
 
 import argparse
 import difflib
+import json
 import logging
 import os
 import sys
@@ -33,7 +34,7 @@ from apache_beam.options.pipeline_options import (
 )
 
 from pipelines.encoder_artifact import reuse_encoder, write_encoder
-from pipelines.knowledge import KNOWLEDGE_COUNTER, assemble_knowledge
+from pipelines.knowledge import KNOWLEDGE_COUNTER, IncrementalParent, assemble_knowledge
 from pipelines.options import add_build_arguments
 from pipelines.segment import write_segment
 from schemas import DEAD_LETTER_SCHEMA, register_coders
@@ -70,6 +71,7 @@ from transforms.chunk import ChunkDocuments
 from transforms.delta import CHANGED, UNCHANGED, SplitByDelta, reusable_parent
 from transforms.embed import EmbedChunks
 from transforms.ingest import ReadDocuments, count_matches, pattern_and_root
+from transforms.knowledge_update import KNOWLEDGE_STATE
 from transforms.offload import available_cores
 from transforms.segments import ReadExtraction
 from transforms.sidecar import SidecarError, read_sidecar
@@ -171,7 +173,7 @@ def config_from_options(opts: EvidexBuildOptions) -> BuildConfig:
         ),
         chunk=ChunkConfig(target_tokens=opts.target_tokens, semantic=opts.semantic_chunking),
         embed=EmbedConfig(model=opts.model or DEFAULT_MODEL),
-        knowledge=KnowledgeConfig(enabled=opts.knowledge),
+        knowledge=KnowledgeConfig(enabled=opts.knowledge, recluster_share=opts.recluster_share),
         ann=AnnConfig(partition_min_rows=opts.ann_partition_min_rows),
         lexical=LexicalConfig(context_chunks=opts.lexical_context),
         spacy_pipeline=opts.spacy_pipeline,
@@ -188,6 +190,9 @@ class ParentBundle:
     segments: list[Segment]
     live: dict[str, LiveDocument]
     """Each live document's revision, state and the position of the segment holding it."""
+    knowledge: KnowledgeState | None = None
+    """Set when a refresh may update the parent's knowledge layer instead of recomputing
+    it: the parent has one, built with this build's knowledge settings."""
 
     @property
     def states(self) -> list[tuple[str, str]]:
@@ -224,7 +229,7 @@ def assemble(
             pattern, root=root, config=config.ingest, sidecar=sidecar
         )
     documents = read[GOOD]
-    kept = None
+    kept, update = None, None
     if parent is not None:
         delta = documents | "Delta" >> SplitByDelta(parent.states)
         documents = delta[CHANGED]
@@ -233,7 +238,14 @@ def assemble(
             to_table=lambda ids: pa.table({"doc_id": pa.array(ids, type=pa.string())}),
             sort_key=lambda d: d,
         )
-        if config.knowledge.enabled:
+        if config.knowledge.enabled and parent.knowledge is not None:
+            update = IncrementalParent(
+                path=parent.path,
+                segments=[s.path for s in parent.segments],
+                changed_since=parent.knowledge.entities_changed,
+                unchanged=delta[UNCHANGED],
+            )
+        elif config.knowledge.enabled:
             kept = pipeline | "KeptExtraction" >> ReadExtraction(
                 [(s.path, s.ref.deleted_chunks) for s in parent.segments], keep=delta[UNCHANGED]
             )
@@ -256,6 +268,7 @@ def assemble(
             parent_path=parent.path if parent else None,
             spacy_processes=spacy_processes,
             kept=kept,
+            update=update,
         )
     write_segment(documents, all_embedded, staging=staging, config=config, model=model)
     join = storage.join
@@ -460,7 +473,7 @@ def _build(
             delta=delta,
             query_encoder=query_encoder,
             segments=kept,
-            knowledge_state=KnowledgeState(communities_from=bundle_id, entities_changed=0.0)
+            knowledge_state=_knowledge_state(local, staging, bundle_id, parent)
             if config.knowledge.enabled
             else None,
             kept_revisions=[(d, parent.live[d].revision) for d in unchanged] if parent else (),
@@ -511,7 +524,14 @@ def _delta_parent(
             active,
         )
         return None
-    return ParentBundle(active, path, segments, live)
+    knowledge = _incremental_knowledge(manifest, config)
+    if config.knowledge.enabled and knowledge is None:
+        logger.info(
+            "active bundle %s has no knowledge layer built with these settings: "
+            "recomputing it over every live chunk",
+            active,
+        )
+    return ParentBundle(active, path, segments, live, knowledge)
 
 
 def _unchanged_ids(local: str, staging: str) -> set[str]:
@@ -523,6 +543,46 @@ def _unchanged_ids(local: str, staging: str) -> set[str]:
     if local != staging:
         storage.delete_file(storage.join(staging, UNCHANGED_IDS))
     return ids
+
+
+def _knowledge_state(
+    local: str, staging: str, bundle_id: str, parent: ParentBundle | None
+) -> KnowledgeState:
+    """Where the new generation's communities were clustered and how much changed since:
+    fresh, unless an incremental update kept its parent's (it says so in a staging-only
+    file, which is then removed)."""
+    path = os.path.join(local, KNOWLEDGE_STATE)
+    if parent is None or parent.knowledge is None or not os.path.exists(path):
+        return KnowledgeState(communities_from=bundle_id, entities_changed=0.0)
+    with open(path, encoding="utf-8") as handle:
+        state = json.load(handle)
+    os.remove(path)
+    if local != staging:
+        storage.delete_file(storage.join(staging, KNOWLEDGE_STATE))
+    if state["reclustered"]:
+        return KnowledgeState(communities_from=bundle_id, entities_changed=0.0)
+    return KnowledgeState(
+        communities_from=parent.knowledge.communities_from,
+        entities_changed=round(float(state["share"]), 6),
+    )
+
+
+def _incremental_knowledge(manifest: Manifest, config: BuildConfig) -> KnowledgeState | None:
+    """The parent's knowledge state when a refresh may update its knowledge layer: it has
+    one (with a state), built with the same spaCy pipeline and knowledge settings (the
+    re-clustering threshold aside)."""
+    state = manifest.knowledge_state
+    if not config.knowledge.enabled or state is None:
+        return None
+    needed = [bundles.TABLES[t] for t in bundles.KNOWLEDGE_TABLES]
+    needed += [bundles.RELATION_INDEX, bundles.COMMUNITY_INDEX]
+    if any(name not in manifest.files for name in needed):
+        return None
+    settings = config.knowledge.model_dump(mode="json", exclude={"recluster_share"})
+    theirs = dict(manifest.config.get("knowledge", {}))
+    theirs.pop("recluster_share", None)
+    same_parser = manifest.config.get("spacy_pipeline") == config.spacy_pipeline
+    return state if theirs == settings and same_parser else None
 
 
 def _kept_segments(parent: ParentBundle | None, unchanged: set[str]) -> tuple[list[Any], int]:

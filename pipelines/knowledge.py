@@ -4,6 +4,7 @@ their two vector surfaces (relation summaries, community reports) and tables.
 Only assembly lives here; every algorithm is in ``transforms/``.
 """
 
+from dataclasses import dataclass
 from typing import Any
 
 import apache_beam as beam
@@ -28,6 +29,7 @@ from transforms.delta import ReadKnownVectors
 from transforms.embed import EmbedTexts, text_key
 from transforms.extract import ACRONYMS, MENTIONS, STATEMENTS, ExtractKnowledge
 from transforms.gather import Gather
+from transforms.knowledge_update import UpdateKnowledge, WriteSurfaces
 from transforms.segments import WriteExtraction
 from transforms.summaries import AggregateRelations
 from transforms.tags import BAD, GOOD, typed
@@ -69,6 +71,20 @@ def _with_vectors(
 EMBED_STAGE = "embed_knowledge"
 
 
+@dataclass(frozen=True)
+class IncrementalParent:
+    """What an incremental knowledge update needs of the parent generation."""
+
+    path: str
+    """The parent's bundle directory (its knowledge tables and HNSW files)."""
+    segments: list[str]
+    """Directories of the parent's segments (their statements and chunks)."""
+    changed_since: float
+    """The parent's share of entities changed since its communities were clustered."""
+    unchanged: beam.PCollection
+    """The refresh's unchanged document ids."""
+
+
 def _failure(item: tuple[str, tuple[str, str]]) -> DeadLetter:
     key, (error_type, message) = item
     return DeadLetter(EMBED_STAGE, key, error_type, message)
@@ -85,12 +101,17 @@ def assemble_knowledge(
     spacy_processes: int = 1,
     kept: dict[str, beam.PCollection] | None = None,
     kept_in_segment: bool = False,
+    update: IncrementalParent | None = None,
 ) -> None:
     """Add the knowledge layer over ``chunks`` (the chunks of the new segment) and the
     ``kept`` extraction of every other live chunk (see :class:`transforms.segments.
     ReadExtraction`); the new chunks' extraction is written into the segment, and the kept
     extraction too when ``kept_in_segment`` (compaction: the kept rows move into the one
     new segment).
+
+    With ``update`` (a refresh whose parent generation has a knowledge layer built with
+    the same settings), the parent's knowledge tables are updated with what changed
+    instead (:mod:`transforms.knowledge_update`); ``kept`` is then unused.
 
     ``spacy_processes`` is how many parsers each worker runs (itself included);
     it changes speed, never the output.
@@ -103,6 +124,18 @@ def assemble_knowledge(
         processes=spacy_processes,
     )
     rows = {name: extracted[name] for name in (MENTIONS, STATEMENTS, ACRONYMS)}
+    if update is not None:
+        _ = rows | "WriteSegmentExtraction" >> WriteExtraction(staging)
+        _assemble_update(
+            rows,
+            extracted[BAD],
+            update,
+            config=config,
+            model_path=model_path,
+            dimension=dimension,
+            staging=staging,
+        )
+        return
     if not kept_in_segment:
         _ = rows | "WriteSegmentExtraction" >> WriteExtraction(staging)
     if kept is not None:
@@ -221,6 +254,55 @@ def assemble_knowledge(
     }
     _ = failures | "WriteKnowledgeFailures" >> WriteTables(
         {stage: join(staging, bundles.FAILURES_DIR, f"{stage}.parquet") for stage in failures},
+        to_table=lambda rows: records_table(rows, DEAD_LETTER_SCHEMA),
+        sort_key=lambda d: (d.record_id, d.error_type, d.message),
+    )
+
+
+def _assemble_update(
+    rows: dict[str, beam.PCollection],
+    extract_failures: beam.PCollection,
+    parent: IncrementalParent,
+    *,
+    config: BuildConfig,
+    model_path: str,
+    dimension: int,
+    staging: str,
+) -> None:
+    """The knowledge layer of a refresh: the parent's tables updated with the new
+    segment's extraction and the refresh's deletions."""
+    knowledge = config.knowledge
+    update = {**rows, "unchanged": parent.unchanged} | "UpdateKnowledge" >> UpdateKnowledge(
+        parent=parent.path,
+        segments=parent.segments,
+        staging=staging,
+        model=model_path,
+        config=knowledge,
+        changed_since=parent.changed_since,
+        seed=config.seed,
+    )
+    vectors = update["texts"] | "EmbedKnowledge" >> EmbedTexts(
+        model=model_path,
+        batch_size=config.embed.batch_size,
+        batch_chars=config.embed.batch_chars,
+        counter=KNOWLEDGE_COUNTER,
+    )
+    _ = {"update": update["update"], "vectors": vectors[GOOD]} | "WriteSurfaces" >> WriteSurfaces(
+        parent=parent.path,
+        staging=staging,
+        dimension=dimension,
+        floor=knowledge.min_summary_confidence,
+        ann=config.ann,
+    )
+    failures = {
+        EXTRACT_STAGE: extract_failures,
+        EMBED_STAGE: vectors[BAD] | "KnowledgeEmbedFailures" >> beam.Map(_failure),
+    }
+    _ = failures | "WriteKnowledgeFailures" >> WriteTables(
+        {
+            stage: storage.join(staging, bundles.FAILURES_DIR, f"{stage}.parquet")
+            for stage in failures
+        },
         to_table=lambda rows: records_table(rows, DEAD_LETTER_SCHEMA),
         sort_key=lambda d: (d.record_id, d.error_type, d.message),
     )

@@ -123,6 +123,15 @@ def add_build_arguments(parser: Any, *, skip: frozenset[str] = frozenset()) -> N
         "entities, Louvain communities, relation/community vectors (default true)",
     )
     add(
+        "--recluster_share",
+        default=0.1,
+        type=float,
+        help="a refresh keeps its parent's communities (pruned to what is live, their "
+        "reports and vectors reused) until this share of the entities has had an edge "
+        "added or removed since the communities were clustered; then it clusters again "
+        "(default 0.1; compaction always clusters again)",
+    )
+    add(
         "--query_encoder_artifact",
         default=True,
         type=on_unless_false,

@@ -190,6 +190,13 @@ class KnowledgeConfig(_Frozen):
     report_relations: int = Field(5, gt=0, description="key relations listed per report")
     representative_chunks: int = Field(5, gt=0, description="representative chunks per report")
     louvain_resolution: float = Field(1.0, gt=0, description="Louvain resolution parameter")
+    recluster_share: float = Field(
+        0.1,
+        gt=0,
+        le=1,
+        description="a refresh keeps the communities it inherits until this share of the "
+        "entities has had an edge added or removed since they were clustered",
+    )
 
 
 class BuildConfig(_Frozen):

@@ -29,8 +29,8 @@ ASSIGNMENT = "assignment"
 NAMES = "names"
 
 
-class _ModelHolder:
-    """Weak-referenceable holder so ``Shared`` keeps one encoder per worker."""
+class NameEncoder:
+    """The model that compares names: ``Shared`` keeps one per worker (weak-referenceable)."""
 
     def __init__(self, model: str) -> None:
         from store.models import load_sentence_transformer
@@ -51,10 +51,10 @@ class _CanonicalizeFn(beam.DoFn):
         self._model = model
         self._config = config
         self._shared = Shared()
-        self._holder: _ModelHolder | None = None
+        self._holder: NameEncoder | None = None
 
     def setup(self) -> None:
-        self._holder = self._shared.acquire(lambda: _ModelHolder(self._model))
+        self._holder = self._shared.acquire(lambda: NameEncoder(self._model))
 
     def process(self, gathered: dict[str, list[Any]]) -> Iterator[Any]:
         if self._holder is None:

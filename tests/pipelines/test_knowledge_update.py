@@ -1,0 +1,127 @@
+"""A refresh updates its parent's knowledge layer instead of recomputing it: new mentions
+linked to existing entities, touched relations aggregated again, communities kept until
+enough changed, and the HNSW files updated in place; the result passes the gate."""
+
+import os
+
+import pyarrow.parquet as pq
+import pytest
+
+from algorithms.communities import detect_communities
+from pipelines.build_index import run
+from schemas import Relation
+from store.activation import activate
+from store.bundles import bundle_path
+from store.config import DEFAULT_SEED, KnowledgeConfig
+from tests.conftest import write_corpus
+from tests.query.test_knowledge_query import PAYMENTS
+from validation import validate_bundle
+
+EDITED = dict(PAYMENTS)
+EDITED["cards.md"] = PAYMENTS["cards.md"] + " NPCI also runs the FASTag toll programme."
+
+
+def _activate(root: str, bundle_id: str) -> None:
+    report = validate_bundle(bundle_path(root, bundle_id))
+    assert report.passed, report.failed()
+    activate(root, bundle_id)
+
+
+def _table(root: str, bundle_id: str, name: str) -> list[dict]:
+    """A table's rows without their vectors, sorted by id."""
+    table = pq.read_table(os.path.join(bundle_path(root, bundle_id), f"{name}.parquet"))
+    if "embedding" in table.column_names:
+        table = table.drop_columns(["embedding"])
+    return sorted(table.to_pylist(), key=lambda row: row[table.column_names[0]])
+
+
+@pytest.fixture(scope="module")
+def roots(tmp_path_factory):
+    """``k1`` (full), ``k2`` (an edit, communities kept), ``k3`` (a deletion, clustered
+    again) in one root; from-scratch builds of k2's and k3's inputs in others."""
+    base = tmp_path_factory.mktemp("knowledge-update")
+    root = str(base / "root")
+    corpus = write_corpus(base / "corpus", PAYMENTS)
+    run(["--input", str(corpus), "--root", root], bundle_id="k1")
+    _activate(root, "k1")
+    write_corpus(corpus, EDITED)
+    edited = run(["--input", str(corpus), "--root", root, "--recluster_share=1"], bundle_id="k2")
+    _activate(root, "k2")
+    run(["--input", str(corpus), "--root", str(base / "fresh2"), "--delta=false"], bundle_id="f2")
+    (corpus / "rbi.md").unlink()
+    deleted = run(["--input", str(corpus), "--root", root], bundle_id="k3")
+    _activate(root, "k3")
+    run(["--input", str(corpus), "--root", str(base / "fresh3"), "--delta=false"], bundle_id="f3")
+    return root, str(base / "fresh2"), str(base / "fresh3"), edited, deleted
+
+
+@pytest.mark.slow
+def test_an_edit_links_new_mentions_and_keeps_the_communities(roots):
+    root, fresh2, _, edited, _ = roots
+    state = edited.manifest.knowledge_state
+    assert state.communities_from == "k1" and 0 < state.entities_changed < 1
+    # Entities, mentions and relations are what a from-scratch build of the same input
+    # gives (nothing here merges old and new entities differently).
+    for name in ("mentions", "entities", "relations"):
+        assert _table(root, "k2", name) == _table(fresh2, "f2", name), name
+    # The kept communities are k1's, cut to what is live: same ids and reports.
+    before = {c["community_id"]: c for c in _table(root, "k1", "communities")}
+    after = _table(root, "k2", "communities")
+    assert after and all(c["report"] == before[c["community_id"]]["report"] for c in after)
+    # Only the new relation summaries were embedded, not every summary and report.
+    summaries = len(
+        [r for r in _table(root, "k2", "relations") if r["category"] != "co-occurrence"]
+    )
+    assert 0 < edited.manifest.delta["knowledge_texts_embedded"] < summaries
+
+
+@pytest.mark.slow
+def test_the_parent_hnsw_files_are_updated_in_place_with_the_tables_keys(roots):
+    root, *_ = roots
+    from usearch.index import Index
+
+    for bundle_id in ("k2", "k3"):
+        path = bundle_path(root, bundle_id)
+        for table, index in (
+            ("relations", "relations.usearch"),
+            ("communities", "communities.usearch"),
+        ):
+            rows = pq.read_table(os.path.join(path, f"{table}.parquet"))
+            keys = {
+                k
+                for k, v in zip(
+                    rows["ann_key"].to_pylist(), rows["embedding"].to_pylist(), strict=True
+                )
+                if v is not None
+            }
+            built = Index.restore(os.path.join(path, index), view=True)
+            assert len(built) == len(keys)
+            assert all(k in built for k in keys)
+
+
+@pytest.mark.slow
+def test_past_the_threshold_a_refresh_clusters_again(roots):
+    root, _, fresh3, _, deleted = roots
+    state = deleted.manifest.knowledge_state
+    assert (state.communities_from, state.entities_changed) == ("k3", 0.0)
+
+    # The same mentions, grouped into the same entities as a from-scratch build; an
+    # entity keeps the id and name it had (RuPay lost its rbi.md mentions, and with them
+    # the majority a from-scratch build names it by) until a compaction.
+    def grouping(rows):
+        by_entity = {}
+        for m in rows:
+            by_entity.setdefault(m["entity_id"], set()).add(m["mention_id"])
+        return {frozenset(group) for group in by_entity.values()}
+
+    assert grouping(_table(root, "k3", "mentions")) == grouping(_table(fresh3, "f3", "mentions"))
+    assert len(_table(root, "k3", "relations")) == len(_table(fresh3, "f3", "relations"))
+    # The communities are Louvain's over every live relation of k3, not k2's cut down.
+    relations = [
+        Relation(**{k: v for k, v in r.items() if k != "ann_key"})
+        for r in _table(root, "k3", "relations")
+    ]
+    names = {e["entity_id"]: e["name"] for e in _table(root, "k3", "entities")}
+    expected = detect_communities(relations, names, config=KnowledgeConfig(), seed=DEFAULT_SEED)
+    communities = _table(root, "k3", "communities")
+    assert [c["community_id"] for c in communities] == sorted(c.community_id for c in expected)

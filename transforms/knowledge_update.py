@@ -1,0 +1,530 @@
+"""Incremental knowledge: a refresh updates the parent generation's knowledge tables
+with what changed, instead of recomputing them over every live chunk.
+
+- *Entities*: the new chunks' mentions are linked to the existing entities by the unit
+  rules of the full canonicalization (:func:`algorithms.canonicalize.link_mentions`);
+  the rest become new entities. Entities that lost or gained mentions get their counts,
+  aliases and chunks recomputed; their id and name stay. Entities left without a live
+  mention are removed.
+- *Relations*: only the touched relation keys (a statement in a changed or removed
+  document, or a new statement) are aggregated again, from their live statements; the
+  others are copied row for row, vectors included.
+- *Communities*: kept, cut to what is still live
+  (:func:`algorithms.communities.kept_communities`), until the share of entities whose
+  edges changed since they were clustered passes ``KnowledgeConfig.recluster_share``;
+  then Louvain runs over every live relation.
+- *Vectors and HNSW files*: only texts the parent has no vector for are embedded; the
+  parent's relation and community HNSW files are updated in place (removed keys
+  removed, new keys added), not rebuilt.
+
+The parent's tables are read with pyarrow inside one step: a refresh touches a few
+hundred rows of tables with hundreds of thousands, and moving every row through Beam
+would cost more than the work.
+"""
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from typing import Any, NamedTuple
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.utils.shared import Shared
+
+from algorithms.canonicalize import (
+    KnownUnit,
+    MentionRef,
+    link_mentions,
+    refreshed_entity,
+    type_class,
+)
+from algorithms.communities import detect_communities, kept_communities
+from algorithms.summaries import COOCCURRENCE, aggregate_relations, relation_id, relation_key
+from schemas import (
+    COMMUNITY_SCHEMA,
+    ENTITY_SCHEMA,
+    MENTION_SCHEMA,
+    RELATION_SCHEMA,
+    Community,
+    Entity,
+    Mention,
+    Relation,
+    Statement,
+)
+from store import bundles, storage
+from store.config import AnnConfig, KnowledgeConfig
+from store.segments import EXTRACTED_STATEMENTS
+from transforms.ann import AnnKeyCollisionError, build_index, keys_and_vectors, save_index
+from transforms.canonicalize import NameEncoder
+from transforms.embed import text_key
+from transforms.gather import Gather, batched_rows, single
+from transforms.write import records_table, vector_rows_table, write_parquet
+
+logger = logging.getLogger(__name__)
+
+KNOWLEDGE_STATE = ".knowledge_state.json"  # staging only: the launcher reads and removes it
+
+
+class KnowledgeUpdate(NamedTuple):
+    """What the update step hands to the surface writer."""
+
+    removed_relations: list[str]  # parent relation ids that are gone or recomputed
+    relations: list[Relation]  # recomputed and new relations
+    communities: list[Community]  # every community of the new generation
+    reclustered: bool
+
+
+def _read(path: str, columns: list[str] | None = None) -> pa.Table:
+    with FileSystems.open(path) as handle:
+        return pq.read_table(pa.BufferReader(handle.read()), columns=columns)
+
+
+def _rows(table: pa.Table, row_type: Any) -> list[Any]:
+    return [row_type(**r) for r in table.to_pylist()]
+
+
+def _embeddable(relation: Relation, floor: float) -> bool:
+    return relation.category != COOCCURRENCE and relation.confidence >= floor
+
+
+class _UpdateFn(beam.DoFn):
+    """Gathered ``{mentions, statements, acronyms, unchanged}`` -> one ``KnowledgeUpdate``
+    (writes mentions and entities into ``staging``) and, tagged ``texts``, every
+    summary and report text the parent has no vector for."""
+
+    def __init__(
+        self,
+        *,
+        parent: str,
+        segments: Sequence[str],
+        staging: str,
+        model: str,
+        config: KnowledgeConfig,
+        changed_since: float,
+        seed: int,
+    ) -> None:
+        self._parent = parent
+        self._segments = list(segments)
+        self._staging = staging
+        self._model = model
+        self._config = config
+        self._changed_since = changed_since
+        self._seed = seed
+        self._shared = Shared()
+        self._holder: NameEncoder | None = None
+
+    def _embed(self, names: list[str]) -> np.ndarray:
+        # Loaded on first use: most refreshes link every new name by its unit or form
+        # and never compare spelling variants.
+        if self._holder is None:
+            self._holder = self._shared.acquire(lambda: NameEncoder(self._model))
+        return self._holder.embed(names)
+
+    def process(self, gathered: dict[str, list[Any]]) -> Iterator[Any]:
+        config, join = self._config, storage.join
+        unchanged = pa.array(sorted(gathered["unchanged"]), type=pa.string())
+        new_mentions: list[Mention] = batched_rows(gathered["mentions"])
+        new_statements: list[Statement] = batched_rows(gathered["statements"])
+        acronyms = sorted((row[-2], row[-1]) for row in batched_rows(gathered["acronyms"]))
+
+        # Mentions: the parent's of unchanged documents stay; the new ones are linked.
+        parent_mentions = _read(join(self._parent, bundles.MENTIONS))
+        live_mask = pc.is_in(parent_mentions["doc_id"], value_set=unchanged)
+        live_mentions = parent_mentions.filter(live_mask)
+        gone_mentions = parent_mentions.filter(pc.invert(live_mask))
+        known: dict[tuple[str, str], KnownUnit] = {}
+        counts: dict[tuple[str, str], int] = defaultdict(int)
+        owner: dict[tuple[str, str], str] = {}
+        for norm, label, entity_id in zip(
+            live_mentions["norm"].to_pylist(),
+            live_mentions["label"].to_pylist(),
+            live_mentions["entity_id"].to_pylist(),
+            strict=True,
+        ):
+            unit = (norm, type_class(label))
+            counts[unit] += 1
+            owner.setdefault(unit, entity_id)
+        known = {unit: KnownUnit(owner[unit], n) for unit, n in counts.items()}
+        parent_entities = _read(join(self._parent, bundles.ENTITIES))
+        refs = [MentionRef(m.mention_id, m.text, m.label, m.norm, m.chunk_id) for m in new_mentions]
+        linked = link_mentions(
+            known,
+            refs,
+            acronyms,
+            embed=self._embed,
+            similarity=config.merge_similarity,
+            max_block=config.max_block_size,
+            entity_ids=set(parent_entities["entity_id"].to_pylist()),
+        )
+        new_mentions = [m._replace(entity_id=linked.assignment[m.mention_id]) for m in new_mentions]
+        mentions = pa.concat_tables(
+            [live_mentions.cast(MENTION_SCHEMA), records_table(new_mentions, MENTION_SCHEMA)]
+        ).sort_by("mention_id")
+        write_parquet(mentions, join(self._staging, bundles.MENTIONS))
+
+        # Entities: touched ones recomputed from their live mentions, empty ones removed.
+        new_ids = {e.entity_id for e in linked.entities}
+        touched = set(gone_mentions["entity_id"].to_pylist()) | {
+            m.entity_id for m in new_mentions if m.entity_id not in new_ids
+        }
+        touched_array = pa.array(sorted(touched), type=pa.string())
+        members: dict[str, list[MentionRef]] = defaultdict(list)
+        touched_live = live_mentions.filter(
+            pc.is_in(live_mentions["entity_id"], value_set=touched_array)
+        )
+        for m in [*_rows(touched_live, Mention), *new_mentions]:
+            if m.entity_id in touched:
+                members[m.entity_id].append(
+                    MentionRef(m.mention_id, m.text, m.label, m.norm, m.chunk_id)
+                )
+        touched_mask = pc.is_in(parent_entities["entity_id"], value_set=touched_array)
+        refreshed = [
+            refreshed_entity(e, sorted(members[e.entity_id], key=lambda m: m.mention_id))
+            for e in _rows(parent_entities.filter(touched_mask), Entity)
+            if members[e.entity_id]
+        ]
+        removed_entities = touched - {e.entity_id for e in refreshed}
+        entities = pa.concat_tables(
+            [
+                parent_entities.filter(pc.invert(touched_mask)).cast(ENTITY_SCHEMA),
+                records_table([*refreshed, *linked.entities], ENTITY_SCHEMA),
+            ]
+        ).sort_by("entity_id")
+        write_parquet(entities, join(self._staging, bundles.ENTITIES))
+        names = dict(
+            zip(entities["entity_id"].to_pylist(), entities["name"].to_pylist(), strict=True)
+        )
+
+        # Relations: the touched keys are aggregated again from their live statements.
+        parent_relations = _read(
+            join(self._parent, bundles.RELATIONS),
+            ["relation_id", "subject_id", "object_id", "chunk_ids", "sentence_doc_ids"],
+        )
+        docs = parent_relations["sentence_doc_ids"]
+        flat_docs = pc.list_flatten(docs)
+        owners = pc.list_parent_indices(docs)
+        hit = pc.invert(pc.is_in(flat_docs, value_set=unchanged))
+        by_deletion = set(pc.filter(owners, hit).to_pylist())
+        new_keys = {relation_key(s, linked.assignment) for s in new_statements} - {None}
+        touched_relations = {
+            parent_relations["relation_id"][i].as_py() for i in sorted(by_deletion)
+        } | {relation_id(key) for key in new_keys if key is not None}
+        touched_rows = parent_relations.filter(
+            pc.is_in(
+                parent_relations["relation_id"],
+                value_set=pa.array(sorted(touched_relations), type=pa.string()),
+            )
+        )
+        wanted_chunks = pa.array(
+            sorted(set(pc.list_flatten(touched_rows["chunk_ids"]).to_pylist())), type=pa.string()
+        )
+        kept_statements: list[Statement] = []
+        for segment in self._segments:
+            table = _read(join(segment, EXTRACTED_STATEMENTS))
+            table = table.filter(
+                pc.and_(
+                    pc.is_in(table["chunk_id"], value_set=wanted_chunks),
+                    pc.is_in(table["doc_id"], value_set=unchanged),
+                )
+            )
+            kept_statements.extend(_rows(table, Statement))
+        needed = {s.subject_mention_id for s in kept_statements} | {
+            s.object_mention_id for s in kept_statements if s.object_mention_id
+        }
+        needed_rows = live_mentions.filter(
+            pc.is_in(
+                live_mentions["mention_id"], value_set=pa.array(sorted(needed), type=pa.string())
+            )
+        )
+        assignment = dict(
+            zip(
+                needed_rows["mention_id"].to_pylist(),
+                needed_rows["entity_id"].to_pylist(),
+                strict=True,
+            )
+        )
+        assignment.update(linked.assignment)
+        relations = [
+            r
+            for r in aggregate_relations([*kept_statements, *new_statements], assignment, names)
+            if r.relation_id in touched_relations
+        ]
+        present = set(parent_relations["relation_id"].to_pylist())
+        removed_relations = sorted(touched_relations & present)
+
+        # Communities: kept until enough of the entity graph changed since clustering.
+        edges_changed = set(new_ids) | removed_entities
+        for row in touched_rows.select(["subject_id", "object_id"]).to_pylist():
+            if row["object_id"] is not None:
+                edges_changed |= {row["subject_id"], row["object_id"]}
+        for r in relations:
+            if r.object_id is not None:
+                edges_changed |= {r.subject_id, r.object_id}
+        share = self._changed_since + len(edges_changed) / max(1, entities.num_rows)
+        reclustered = share >= config.recluster_share
+        live_relation_ids = (present - set(removed_relations)) | {r.relation_id for r in relations}
+        if reclustered:
+            everything = _read(join(self._parent, bundles.RELATIONS))
+            everything = everything.drop_columns(["ann_key", "embedding"]).filter(
+                pc.invert(
+                    pc.is_in(
+                        everything["relation_id"],
+                        value_set=pa.array(removed_relations, type=pa.string()),
+                    )
+                )
+            )
+            all_relations = sorted(
+                [*_rows(everything, Relation), *relations], key=lambda r: r.relation_id
+            )
+            communities = detect_communities(all_relations, names, config=config, seed=self._seed)
+            share = 0.0
+        else:
+            parent_communities = _read(join(self._parent, bundles.COMMUNITIES)).drop_columns(
+                ["ann_key", "embedding"]
+            )
+            communities = kept_communities(
+                _rows(parent_communities, Community),
+                entity_ids=set(names),
+                relation_ids=live_relation_ids,
+                chunk_ids=self._live_chunks(unchanged),
+                config=config,
+            )
+        logger.info(
+            "knowledge update: %d new mentions (%d new entities, %d entities touched, "
+            "%d removed); %d relations recomputed, %d removed; %d communities %s "
+            "(%.1f%% of entities changed since clustering)",
+            len(new_mentions),
+            len(new_ids),
+            len(refreshed),
+            len(removed_entities),
+            len(relations),
+            len(set(removed_relations) - {r.relation_id for r in relations}),
+            len(communities),
+            "clustered again" if reclustered else "kept",
+            100 * share,
+        )
+        with FileSystems.create(join(self._staging, KNOWLEDGE_STATE)) as handle:
+            handle.write(json.dumps({"reclustered": reclustered, "share": share}).encode())
+        yield KnowledgeUpdate(removed_relations, relations, communities, reclustered)
+
+        known_texts = set(
+            _read(join(self._parent, bundles.RELATIONS), ["summary"])["summary"].to_pylist()
+        ) | set(_read(join(self._parent, bundles.COMMUNITIES), ["report"])["report"].to_pylist())
+        floor = config.min_summary_confidence
+        texts = {r.summary for r in relations if _embeddable(r, floor)}
+        texts |= {c.report for c in communities}
+        for text in sorted(texts - known_texts):
+            yield beam.pvalue.TaggedOutput("texts", text)
+
+    def _live_chunks(self, unchanged: pa.Array) -> set[str]:
+        live: set[str] = set()
+        for segment in self._segments:
+            table = _read(storage.join(segment, bundles.CHUNKS), ["chunk_id", "doc_id"])
+            table = table.filter(pc.is_in(table["doc_id"], value_set=unchanged))
+            live.update(table["chunk_id"].to_pylist())
+        return live
+
+
+class UpdateKnowledge(beam.PTransform):
+    """``{mentions, statements, acronyms}`` of the new segment (lists of rows, as
+    :class:`transforms.extract.ExtractKnowledge` emits them) and ``unchanged`` (doc ids)
+    -> ``{update: one KnowledgeUpdate, texts: PCollection[str] to embed}``; writes the
+    mentions and entities tables into ``staging``.
+
+    Args:
+        parent: the parent generation's bundle directory (its knowledge tables).
+        segments: directories of the parent's segments (their statements and chunks).
+        changed_since: the parent's share of entities changed since its communities.
+        seed: Louvain's seed, when communities are clustered again.
+
+    Memory bound: the parent's mention and entity tables on one worker.
+    """
+
+    def __init__(
+        self,
+        *,
+        parent: str,
+        segments: Sequence[str],
+        staging: str,
+        model: str,
+        config: KnowledgeConfig,
+        changed_since: float,
+        seed: int,
+    ) -> None:
+        super().__init__()
+        self._fn = _UpdateFn(
+            parent=parent,
+            segments=segments,
+            staging=staging,
+            model=model,
+            config=config,
+            changed_since=changed_since,
+            seed=seed,
+        )
+
+    def expand(self, inputs: Any) -> Any:
+        out = (
+            dict(inputs)
+            | "GatherChanges" >> Gather(always=True)
+            | "Update" >> beam.ParDo(self._fn).with_outputs("texts", main="update")
+        )
+        return {"update": out["update"], "texts": out["texts"]}
+
+
+def _local_index(path: str, scratch: str) -> Any:
+    """The HNSW file at ``path`` (any filesystem), loaded to be changed."""
+    from usearch.index import Index
+
+    local = os.path.join(scratch, os.path.basename(path))
+    with FileSystems.open(path) as src, open(local, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return Index.restore(local)
+
+
+def _updated_index(
+    parent_index: str,
+    scratch: str,
+    removed: np.ndarray,
+    added: tuple[np.ndarray, np.ndarray],
+    remaining: np.ndarray,
+) -> Any:
+    """The parent's HNSW file with ``removed`` keys removed and ``added`` (sorted keys,
+    vectors) added on one thread, in key order.
+
+    Raises:
+        AnnKeyCollisionError: an added key is already a remaining row's key.
+    """
+    keys, vectors = added
+    clash = np.intersect1d(keys, remaining)
+    if len(clash):
+        raise AnnKeyCollisionError(f"ANN key {int(clash[0])} added twice")
+    index = _local_index(parent_index, scratch)
+    if len(removed):
+        index.remove(removed)
+    if len(keys):
+        index.add(keys, vectors, threads=1)
+    return index
+
+
+def _vector_lookup(table: pa.Table, column: str, wanted: set[str]) -> dict[str, np.ndarray]:
+    """text -> parent vector, for the ``wanted`` texts the parent table embedded."""
+    rows = table.filter(
+        pc.and_(
+            pc.is_in(table[column], value_set=pa.array(sorted(wanted), type=pa.string())),
+            pc.is_valid(table["embedding"]),
+        )
+    )
+    flat = pc.list_flatten(rows["embedding"]).to_numpy().astype(np.float32)
+    matrix = flat.reshape(rows.num_rows, -1) if rows.num_rows else []
+    return dict(zip(rows[column].to_pylist(), matrix, strict=True))
+
+
+class _WriteSurfacesFn(beam.DoFn):
+    """Gathered ``{update, vectors}`` -> the relations and communities tables and their
+    HNSW files in ``staging``."""
+
+    def __init__(
+        self, *, parent: str, staging: str, dimension: int, floor: float, ann: AnnConfig
+    ) -> None:
+        self._parent = parent
+        self._staging = staging
+        self._dimension = dimension
+        self._floor = floor
+        self._ann = ann
+
+    def process(self, gathered: dict[str, list[Any]]) -> Iterator[tuple[str, int]]:
+        join = storage.join
+        update: KnowledgeUpdate = single(gathered["update"], None)
+        embedded = {key: vector for key, vector in gathered["vectors"]}
+        parent_relations = _read(join(self._parent, bundles.RELATIONS))
+        parent_communities = _read(join(self._parent, bundles.COMMUNITIES))
+
+        def vector(text: str, parent: dict[str, np.ndarray]) -> Any:
+            return parent.get(text, embedded.get(text_key(text)))
+
+        # Relations: the parent's rows less the removed ones, plus the recomputed ones.
+        removed = pa.array(update.removed_relations, type=pa.string())
+        removed_mask = pc.is_in(parent_relations["relation_id"], value_set=removed)
+        stay = parent_relations.filter(pc.invert(removed_mask))
+        summaries = {r.summary for r in update.relations if _embeddable(r, self._floor)}
+        known = _vector_lookup(parent_relations, "summary", summaries)
+        pairs = [
+            (r, vector(r.summary, known) if _embeddable(r, self._floor) else None)
+            for r in update.relations
+        ]
+        fresh = vector_rows_table(
+            pairs, RELATION_SCHEMA, self._dimension, row_id=lambda r: r.relation_id
+        )
+        relations = pa.concat_tables([stay.cast(fresh.schema), fresh]).sort_by("relation_id")
+        gone = parent_relations.filter(removed_mask)
+        gone_keys = gone.filter(pc.is_valid(gone["embedding"]))["ann_key"].to_numpy()
+        added = keys_and_vectors(
+            [(r.relation_id, v) for r, v in pairs if v is not None], self._dimension
+        )
+        remaining = stay.filter(pc.is_valid(stay["embedding"]))["ann_key"].to_numpy()
+
+        # Communities: kept ones keep their parent vector (by id); new ones by report.
+        reports = {c.report for c in update.communities}
+        by_report = _vector_lookup(parent_communities, "report", reports)
+        community_pairs = [(c, vector(c.report, by_report)) for c in update.communities]
+        communities = vector_rows_table(
+            community_pairs, COMMUNITY_SCHEMA, self._dimension, row_id=lambda c: c.community_id
+        )
+        yield from self._write(relations, communities)
+        with tempfile.TemporaryDirectory() as scratch:
+            index = _updated_index(
+                join(self._parent, bundles.RELATION_INDEX), scratch, gone_keys, added, remaining
+            )
+            yield save_index(index, join(self._staging, bundles.RELATION_INDEX))
+            keys, vectors = keys_and_vectors(
+                [(c.community_id, v) for c, v in community_pairs if v is not None],
+                self._dimension,
+            )
+            if update.reclustered:
+                index = build_index(keys, vectors, config=self._ann)
+            else:
+                before = parent_communities["ann_key"].to_numpy()
+                index = _updated_index(
+                    join(self._parent, bundles.COMMUNITY_INDEX),
+                    scratch,
+                    np.setdiff1d(before, keys),
+                    (np.zeros(0, dtype=np.uint64), np.zeros((0, self._dimension), np.float32)),
+                    keys,
+                )
+            yield save_index(index, join(self._staging, bundles.COMMUNITY_INDEX))
+
+    def _write(self, relations: pa.Table, communities: pa.Table) -> Iterator[tuple[str, int]]:
+        for filename, table in (
+            (bundles.RELATIONS, relations),
+            (bundles.COMMUNITIES, communities),
+        ):
+            path = storage.join(self._staging, filename)
+            write_parquet(table, path)
+            yield path, table.num_rows
+
+
+class WriteSurfaces(beam.PTransform):
+    """``{update: one KnowledgeUpdate, vectors: (text_key, vector)}`` -> the relations and
+    communities tables and HNSW files of the new generation, the parent's updated in place.
+
+    Memory bound: the parent's relation and community tables and HNSW files on one worker.
+    """
+
+    def __init__(
+        self, *, parent: str, staging: str, dimension: int, floor: float, ann: AnnConfig
+    ) -> None:
+        super().__init__()
+        self._fn = _WriteSurfacesFn(
+            parent=parent, staging=staging, dimension=dimension, floor=floor, ann=ann
+        )
+
+    def expand(self, inputs: Any) -> beam.PCollection:
+        return dict(inputs) | "GatherSurfaces" >> Gather() | "WriteSurfaces" >> beam.ParDo(self._fn)
