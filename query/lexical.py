@@ -1,6 +1,7 @@
 """The lexical arm: BM25 scores over every chunk row, read from the bundle's ``bm25/``."""
 
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -69,6 +70,20 @@ class LexicalIndex:
         lo, hi = int(indptr[token_id]), int(indptr[token_id + 1])
         rows = np.asarray(self._index.scores["indices"][lo:hi], dtype=np.int64)
         return rows, np.asarray(self._index.scores["data"][lo:hi], dtype=np.float32)
+
+    def vocabulary_weights(self) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
+        """``(token, rows, weights)`` of every token of the index (see :meth:`weights`)."""
+        indptr, indices = self._index.scores["indptr"], self._index.scores["indices"]
+        data = self._index.scores["data"]
+        for token, token_id in self._index.vocab_dict.items():
+            if token_id + 1 >= len(indptr):
+                continue  # bm25s's placeholder token (the empty string) has no postings
+            lo, hi = int(indptr[token_id]), int(indptr[token_id + 1])
+            yield (
+                token,
+                np.asarray(indices[lo:hi], dtype=np.int64),
+                np.asarray(data[lo:hi], dtype=np.float32),
+            )
 
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every row for ``query`` (zeros when no query term is known)."""

@@ -8,9 +8,13 @@ The merged view keeps every read-path invariant of a one-segment bundle:
 - deleted chunks are never candidates: a segment's HNSW search asks for as many more
   neighbours as the segment has deleted vectors and drops them before the merge, and
   the lexical arm scores only live rows;
-- BM25 statistics are per segment (each segment's IDF and average length, as in
-  Elasticsearch's default per-shard scoring); compaction to one segment gives
-  corpus-wide statistics again.
+- BM25 uses the live corpus's statistics by default (see :class:`SegmentedLexical`);
+  compaction to one segment gives the from-scratch statistics again.
+
+Small segments (a refresh's, typically a few hundred chunks) are not searched one by one:
+their live vectors are searched exactly in one matrix product, and their BM25 postings are
+merged into one table at open time, so each extra small segment costs a query almost
+nothing.
 """
 
 import math
@@ -28,6 +32,7 @@ from store.bundles import (
     DOCUMENTS,
     LEXICAL_DIR,
     BundleError,
+    embedding_matrix,
     numbers,
     partition_index,
     read_parquet,
@@ -55,11 +60,65 @@ class Matches(NamedTuple):
     distances: np.ndarray
 
 
+SMALL_SEGMENT_ROWS = 8192
+"""Segments with at most this many chunk rows are searched exactly, together."""
+
+
 @dataclass
 class _Part:
     index: Any
     deleted: np.ndarray
     """The segment's deleted keys (for ``np.isin``)."""
+
+
+class _ExactPart:
+    """The live vectors of the small segments, searched by one matrix product (cosine
+    distance, as the HNSW files measure it)."""
+
+    def __init__(self, keys: np.ndarray, vectors: np.ndarray) -> None:
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        self.keys = keys
+        self.vectors = vectors / np.maximum(norms, 1e-12)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def search(self, vector: np.ndarray, count: int) -> Matches:
+        query = np.asarray(vector, dtype=np.float32).reshape(-1)
+        query = query / max(float(np.linalg.norm(query)), 1e-12)
+        distances = (1.0 - self.vectors @ query).astype(np.float32)
+        if count < len(distances):
+            top = np.argpartition(distances, count)[:count]
+        else:
+            top = np.arange(len(distances))
+        return Matches(self.keys[top], distances[top])
+
+
+def _live_nearest(part: _Part, vector: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``count`` nearest live vectors of one HNSW part (fewer only if it has fewer).
+
+    The search asks for ``count`` grown by the part's deleted share (and a margin), and
+    asks again for twice as many while deleted rows leave it short: a segment with a tenth
+    of its rows deleted is searched for about 1.2 x ``count`` neighbours, not ``count``
+    plus every deleted row.
+    """
+    total = len(part.index)
+    if count <= 0 or total == 0:
+        return np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.float32)
+    share = len(part.deleted) / total
+    want = min(
+        total, count if not len(part.deleted) else int(count / max(1 - share, 0.05) * 1.2) + 8
+    )
+    while True:
+        matches = part.index.search(vector, want)
+        found = np.asarray(matches.keys, dtype=np.uint64)
+        near = np.asarray(matches.distances, dtype=np.float32)
+        if len(part.deleted):
+            live = ~np.isin(found, part.deleted)
+            found, near = found[live], near[live]
+        if len(found) >= count or want >= total:
+            return found[:count], near[:count]
+        want = min(total, want * 2)
 
 
 class SegmentedIndex:
@@ -69,25 +128,23 @@ class SegmentedIndex:
         >>> index.search(vector, 10).keys   # the 10 nearest live chunks of all segments
     """
 
-    def __init__(self, parts: list[_Part]) -> None:
+    def __init__(self, parts: list[_Part], exact: _ExactPart | None = None) -> None:
         self._parts = parts
+        self._exact = exact if exact is not None and len(exact) else None
         self._size = sum(len(p.index) - len(p.deleted) for p in parts)
+        self._size += len(self._exact) if self._exact is not None else 0
 
     def __len__(self) -> int:
         return self._size
 
     def search(self, vector: np.ndarray, count: int) -> Matches:
         keys, distances = [], []
+        if self._exact is not None and count > 0:
+            nearest = self._exact.search(vector, count)
+            keys.append(nearest.keys)
+            distances.append(nearest.distances)
         for part in self._parts:
-            want = min(count + len(part.deleted), len(part.index))
-            if want <= 0:
-                continue
-            matches = part.index.search(vector, want)
-            found = np.asarray(matches.keys, dtype=np.uint64)
-            near = np.asarray(matches.distances, dtype=np.float32)
-            if len(part.deleted):
-                live = ~np.isin(found, part.deleted)
-                found, near = found[live], near[live]
+            found, near = _live_nearest(part, vector, count)
             keys.append(found)
             distances.append(near)
         if not keys:
@@ -124,6 +181,10 @@ class SegmentedLexical:
         self._parts = parts  # (index, global row of each segment row, -1 when deleted)
         self._rows = rows
         self.statistics = statistics
+        small = [p for p in parts if p[0].rows <= SMALL_SEGMENT_ROWS]
+        self._large = [p for p in parts if p[0].rows > SMALL_SEGMENT_ROWS]
+        self._small = _merged_postings(small)
+        self._small_vocabulary = {t for index, _ in small for t, _, _ in index.vocabulary_weights()}
 
     def tokenize(self, text: str) -> list[str]:
         return self._parts[0][0].tokenize(text)
@@ -131,11 +192,16 @@ class SegmentedLexical:
     def knows(self, token: str) -> bool:
         """Whether any segment's vocabulary holds ``token`` (a vocabulary check, as for one
         segment: it may hold it only in deleted rows, which :meth:`postings` leaves out)."""
-        return any(index.knows(token) for index, _ in self._parts)
+        return token in self._small_vocabulary or any(
+            index.knows(token) for index, _ in self._large
+        )
 
     def postings(self, token: str) -> np.ndarray:
         """Ascending live rows whose BM25 text holds ``token``."""
-        rows = [to_global[index.postings(token)] for index, to_global in self._parts]
+        rows = [to_global[index.postings(token)] for index, to_global in self._large]
+        small = self._small.get(token)
+        if small is not None:
+            rows.append(small[0])
         merged = np.concatenate(rows) if rows else np.empty(0, dtype=np.int64)
         return np.sort(merged[merged >= 0])
 
@@ -152,7 +218,7 @@ class SegmentedLexical:
             return out
         for token in tokens:
             found, df = [], 0
-            for index, to_global in self._parts:
+            for index, to_global in self._large:
                 weights = index.weights(token)
                 if weights is None:
                     continue
@@ -161,12 +227,36 @@ class SegmentedLexical:
                 live = where >= 0
                 df += int(live.sum())
                 found.append((lucene_idf(len(rows), index.rows), where[live], values[live]))
+            small = self._small.get(token)
+            if small is not None:
+                df += len(small[0])
             if not df:
                 continue
             idf = lucene_idf(df, self._rows)
             for own_idf, where, values in found:
                 out[where] += values * np.float32(idf / own_idf)
+            if small is not None:
+                out[small[0]] += small[1] * np.float32(idf)
         return out
+
+
+def _merged_postings(
+    parts: list[tuple[LexicalIndex, np.ndarray]],
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """token -> (live global rows, weights divided by their segment's own IDF) over the
+    given segments: what :meth:`SegmentedLexical.scores` multiplies by the corpus IDF."""
+    pieces: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+    for index, to_global in parts:
+        for token, rows, values in index.vocabulary_weights():
+            where = to_global[rows]
+            live = where >= 0
+            if live.any():
+                own = np.float32(lucene_idf(len(rows), index.rows))
+                pieces.setdefault(token, []).append((where[live], values[live] / own))
+    return {
+        token: (np.concatenate([r for r, _ in found]), np.concatenate([v for _, v in found]))
+        for token, found in pieces.items()
+    }
 
 
 @dataclass
@@ -220,6 +310,61 @@ def restore_index(path: str, rel: str) -> Any:
     return index
 
 
+def _segment_vectors(path: str) -> np.ndarray:
+    return embedding_matrix(read_parquet(os.path.join(path, CHUNKS), ["embedding"])["embedding"])
+
+
+def _large_segment_parts(
+    segment: Segment,
+    keys: np.ndarray,
+    live: np.ndarray,
+    classes: np.ndarray,
+    index_parts: list[_Part],
+    partition_parts: dict[str, list[_Part]],
+    class_only: list[tuple[np.ndarray, np.ndarray, str]],
+) -> None:
+    """A large segment's HNSW file, and for each access class it holds: its partition
+    file, or its own index when it holds one class, or else (too few rows of the class
+    for a partition file) its rows of the class, searched exactly."""
+    main = restore_index(segment.path, CHUNK_INDEX)
+    index_parts.append(_Part(main, keys[~live]))
+    held = set(classes.tolist())
+    for access_class in sorted(held & set(ACCESS_CLASSES)):
+        rel = partition_index(access_class)
+        mine = classes == access_class
+        if rel in segment.manifest.indexes:
+            part = _Part(restore_index(segment.path, rel), keys[~live & mine])
+            partition_parts[access_class].append(part)
+        elif len(held) == 1:
+            partition_parts[access_class].append(_Part(main, keys[~live]))
+        else:
+            vectors = _segment_vectors(segment.path)
+            class_only.append((keys[live & mine], vectors[live & mine], access_class))
+
+
+def _exact_parts(
+    small: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    class_only: list[tuple[np.ndarray, np.ndarray, str]],
+) -> dict[str | None, _ExactPart]:
+    """The exactly searched rows: every live row of the small segments (under ``None``,
+    for everyone, and under each access class), and the rows of large segments whose
+    class was too small there for a partition file (under their class only)."""
+    pieces: dict[str | None, list[tuple[np.ndarray, np.ndarray]]] = {}
+    for keys, vectors, classes in small:
+        pieces.setdefault(None, []).append((keys, vectors))
+        for access_class in sorted(set(classes.tolist())):
+            mine = classes == access_class
+            pieces.setdefault(access_class, []).append((keys[mine], vectors[mine]))
+    for keys, vectors, access_class in class_only:
+        pieces.setdefault(access_class, []).append((keys, vectors))
+    return {
+        name: _ExactPart(
+            np.concatenate([k for k, _ in found]), np.concatenate([v for _, v in found])
+        )
+        for name, found in pieces.items()
+    }
+
+
 def merge_segments(segments: list[Segment], lexical_config: LexicalConfig) -> MergedChunks:
     """Open every segment and merge its live rows (see the module docstring).
 
@@ -258,8 +403,11 @@ def merge_segments(segments: list[Segment], lexical_config: LexicalConfig) -> Me
         k: [] for k in ("chunk_id", "doc_id", "heading_path", "access_class", "pages")
     }
     starts, ends, keys = [], [], []
-    sources, index_parts, lexical_parts = [], [], []
+    sources, lexical_parts = [], []
+    index_parts: list[_Part] = []
     partition_parts: dict[str, list[_Part]] = {c: [] for c in ACCESS_CLASSES}
+    small: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    class_only: list[tuple[np.ndarray, np.ndarray, str]] = []
     position = 0
     for segment, chunks, chunk_ids, live, paged in tables:
         count = int(live.sum())
@@ -283,19 +431,21 @@ def merge_segments(segments: list[Segment], lexical_config: LexicalConfig) -> Me
         sources.append((os.path.join(segment.path, CHUNKS), to_global))
         if not len(chunk_ids):
             continue
-        index_parts.append(_Part(restore_index(segment.path, CHUNK_INDEX), segment_keys[~live]))
         classes = np.asarray(chunks.column("access_class").to_pylist(), dtype=object)
-        for access_class in ACCESS_CLASSES:
-            rel = partition_index(access_class)
-            if rel in segment.manifest.indexes:
-                gone = segment_keys[~live & (classes == access_class)]
-                partition_parts[access_class].append(_Part(restore_index(segment.path, rel), gone))
+        if len(chunk_ids) <= SMALL_SEGMENT_ROWS:
+            vectors = _segment_vectors(segment.path)
+            small.append((segment_keys[live], vectors[live], classes[live]))
+        else:
+            _large_segment_parts(
+                segment, segment_keys, live, classes, index_parts, partition_parts, class_only
+            )
         if os.path.isdir(os.path.join(segment.path, LEXICAL_DIR)):
             lexical = LexicalIndex.open(
                 os.path.join(segment.path, LEXICAL_DIR), lexical_config, rows=len(chunk_ids)
             )
             lexical_parts.append((lexical, to_global))
     pages = gathered(flat["pages"])
+    exact = _exact_parts(small, class_only)
     return MergedChunks(
         documents=documents,
         chunk_ids=gathered(flat["chunk_id"]),
@@ -306,8 +456,12 @@ def merge_segments(segments: list[Segment], lexical_config: LexicalConfig) -> Me
         keys=np.concatenate(keys)[order] if n else np.empty(0, dtype=np.uint64),
         heading_paths=gathered(flat["heading_path"]),
         pages=[] if all(p == (None, None) for p in pages) else pages,
-        index=SegmentedIndex(index_parts),
-        partitions={c: SegmentedIndex(p) for c, p in partition_parts.items() if p},
+        index=SegmentedIndex(index_parts, exact.get(None)),
+        partitions={
+            c: SegmentedIndex(p, exact.get(c))
+            for c, p in partition_parts.items()
+            if p or c in exact
+        },
         lexical=SegmentedLexical(lexical_parts, n) if lexical_parts else None,
         sources=sources,
     )

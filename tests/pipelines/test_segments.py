@@ -275,3 +275,26 @@ def _fresh_build(corpus: Path, tmp_path: Path) -> Path:
     run(["--input", str(corpus), "--root", str(root)], bundle_id="f1")
     _activate(str(root), "f1")
     return root
+
+
+@pytest.mark.slow
+def test_small_segments_merged_postings_score_what_the_per_segment_loop_scores(
+    refreshed, query_encoder, monkeypatch
+):
+    """The small segments' BM25 postings, merged at open time, give the scores of
+    scoring each segment in turn (the path a large segment takes)."""
+    from query import segments
+
+    root, _, _ = refreshed
+    merged = load_bundle(root, model=query_encoder)
+    monkeypatch.setattr(segments, "SMALL_SEGMENT_ROWS", 0)
+    one_by_one = load_bundle(root, model=query_encoder)
+    for query in ("tea oxidised before drying and rolled", "kite wind sail", "river delta"):
+        np.testing.assert_allclose(
+            merged.lexical.scores(query), one_by_one.lexical.scores(query), rtol=1e-5, atol=1e-6
+        )
+    vector = query_encoder.encode("how does a kite fly")
+    assert (
+        merged.index.search(vector, 5).keys.tolist()
+        == one_by_one.index.search(vector, 5).keys.tolist()
+    )
