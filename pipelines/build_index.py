@@ -539,10 +539,15 @@ def _unchanged_ids(local: str, staging: str) -> set[str]:
     removed (it is not part of the bundle)."""
     path = os.path.join(local, UNCHANGED_IDS)
     ids = set(pq.read_table(path, columns=["doc_id"])["doc_id"].to_pylist())
-    os.remove(path)
-    if local != staging:
-        storage.delete_file(storage.join(staging, UNCHANGED_IDS))
+    _remove_staging_only(local, staging, UNCHANGED_IDS)
     return ids
+
+
+def _remove_staging_only(local: str, staging: str, name: str) -> None:
+    """Remove a staging-only file (not part of the bundle) from ``local`` and ``staging``."""
+    os.remove(os.path.join(local, name))
+    if local != staging:
+        storage.delete_file(storage.join(staging, name))
 
 
 def _knowledge_state(
@@ -556,9 +561,7 @@ def _knowledge_state(
         return KnowledgeState(communities_from=bundle_id, entities_changed=0.0)
     with open(path, encoding="utf-8") as handle:
         state = json.load(handle)
-    os.remove(path)
-    if local != staging:
-        storage.delete_file(storage.join(staging, KNOWLEDGE_STATE))
+    _remove_staging_only(local, staging, KNOWLEDGE_STATE)
     if state["reclustered"]:
         return KnowledgeState(communities_from=bundle_id, entities_changed=0.0)
     return KnowledgeState(

@@ -71,13 +71,18 @@ class LexicalIndex:
         rows = np.asarray(self._index.scores["indices"][lo:hi], dtype=np.int64)
         return rows, np.asarray(self._index.scores["data"][lo:hi], dtype=np.float32)
 
+    @property
+    def vocabulary(self) -> Any:
+        """Every token of the index (a set-like view)."""
+        return self._index.vocab_dict.keys()
+
     def vocabulary_weights(self) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
         """``(token, rows, weights)`` of every token of the index (see :meth:`weights`)."""
         indptr, indices = self._index.scores["indptr"], self._index.scores["indices"]
         data = self._index.scores["data"]
         for token, token_id in self._index.vocab_dict.items():
             if token_id + 1 >= len(indptr):
-                continue  # bm25s's placeholder token (the empty string) has no postings
+                continue  # bm25s keeps the empty string in its vocabulary, without a column
             lo, hi = int(indptr[token_id]), int(indptr[token_id + 1])
             yield (
                 token,

@@ -184,7 +184,7 @@ class SegmentedLexical:
         small = [p for p in parts if p[0].rows <= SMALL_SEGMENT_ROWS]
         self._large = [p for p in parts if p[0].rows > SMALL_SEGMENT_ROWS]
         self._small = _merged_postings(small)
-        self._small_vocabulary = {t for index, _ in small for t, _, _ in index.vocabulary_weights()}
+        self._small_vocabulary = {t for index, _ in small for t in index.vocabulary}
 
     def tokenize(self, text: str) -> list[str]:
         return self._parts[0][0].tokenize(text)

@@ -140,7 +140,6 @@ class _UpdateFn(beam.DoFn):
         live_mask = pc.is_in(parent_mentions["doc_id"], value_set=unchanged)
         live_mentions = parent_mentions.filter(live_mask)
         gone_mentions = parent_mentions.filter(pc.invert(live_mask))
-        known: dict[tuple[str, str], KnownUnit] = {}
         counts: dict[tuple[str, str], int] = defaultdict(int)
         owner: dict[tuple[str, str], str] = {}
         for norm, label, entity_id in zip(
@@ -204,10 +203,10 @@ class _UpdateFn(beam.DoFn):
         )
 
         # Relations: the touched keys are aggregated again from their live statements.
-        parent_relations = _read(
-            join(self._parent, bundles.RELATIONS),
-            ["relation_id", "subject_id", "object_id", "chunk_ids", "sentence_doc_ids"],
-        )
+        # The parent's relation and community tables are read once, vectors included: the
+        # vectors say which texts need no embedding.
+        parent_relations = _read(join(self._parent, bundles.RELATIONS))
+        parent_communities = _read(join(self._parent, bundles.COMMUNITIES))
         docs = parent_relations["sentence_doc_ids"]
         flat_docs = pc.list_flatten(docs)
         owners = pc.list_parent_indices(docs)
@@ -216,7 +215,7 @@ class _UpdateFn(beam.DoFn):
         new_keys = {relation_key(s, linked.assignment) for s in new_statements} - {None}
         touched_relations = {
             parent_relations["relation_id"][i].as_py() for i in sorted(by_deletion)
-        } | {relation_id(key) for key in new_keys if key is not None}
+        } | {relation_id(key) for key in new_keys if key}
         touched_rows = parent_relations.filter(
             pc.is_in(
                 parent_relations["relation_id"],
@@ -272,11 +271,10 @@ class _UpdateFn(beam.DoFn):
         reclustered = share >= config.recluster_share
         live_relation_ids = (present - set(removed_relations)) | {r.relation_id for r in relations}
         if reclustered:
-            everything = _read(join(self._parent, bundles.RELATIONS))
-            everything = everything.drop_columns(["ann_key", "embedding"]).filter(
+            everything = parent_relations.drop_columns(["ann_key", "embedding"]).filter(
                 pc.invert(
                     pc.is_in(
-                        everything["relation_id"],
+                        parent_relations["relation_id"],
                         value_set=pa.array(removed_relations, type=pa.string()),
                     )
                 )
@@ -287,11 +285,8 @@ class _UpdateFn(beam.DoFn):
             communities = detect_communities(all_relations, names, config=config, seed=self._seed)
             share = 0.0
         else:
-            parent_communities = _read(join(self._parent, bundles.COMMUNITIES)).drop_columns(
-                ["ann_key", "embedding"]
-            )
             communities = kept_communities(
-                _rows(parent_communities, Community),
+                _rows(parent_communities.drop_columns(["ann_key", "embedding"]), Community),
                 entity_ids=set(names),
                 relation_ids=live_relation_ids,
                 chunk_ids=self._live_chunks(unchanged),
@@ -315,13 +310,12 @@ class _UpdateFn(beam.DoFn):
             handle.write(json.dumps({"reclustered": reclustered, "share": share}).encode())
         yield KnowledgeUpdate(removed_relations, relations, communities, reclustered)
 
-        known_texts = set(
-            _read(join(self._parent, bundles.RELATIONS), ["summary"])["summary"].to_pylist()
-        ) | set(_read(join(self._parent, bundles.COMMUNITIES), ["report"])["report"].to_pylist())
         floor = config.min_summary_confidence
-        texts = {r.summary for r in relations if _embeddable(r, floor)}
-        texts |= {c.report for c in communities}
-        for text in sorted(texts - known_texts):
+        summaries = {r.summary for r in relations if _embeddable(r, floor)}
+        reports = {c.report for c in communities}
+        reused = _embedded(parent_relations, "summary", summaries)
+        reused |= _embedded(parent_communities, "report", reports)
+        for text in sorted((summaries | reports) - reused):
             yield beam.pvalue.TaggedOutput("texts", text)
 
     def _live_chunks(self, unchanged: pa.Array) -> set[str]:
@@ -414,14 +408,24 @@ def _updated_index(
     return index
 
 
-def _vector_lookup(table: pa.Table, column: str, wanted: set[str]) -> dict[str, np.ndarray]:
-    """text -> parent vector, for the ``wanted`` texts the parent table embedded."""
-    rows = table.filter(
+def _embedded_rows(table: pa.Table, column: str, wanted: set[str]) -> pa.Table:
+    """The rows of a parent table whose ``column`` text is ``wanted`` and has a vector."""
+    return table.filter(
         pc.and_(
             pc.is_in(table[column], value_set=pa.array(sorted(wanted), type=pa.string())),
             pc.is_valid(table["embedding"]),
         )
     )
+
+
+def _embedded(table: pa.Table, column: str, wanted: set[str]) -> set[str]:
+    """The ``wanted`` texts the parent table holds a vector for (they are not embedded)."""
+    return set(_embedded_rows(table, column, wanted)[column].to_pylist())
+
+
+def _vector_lookup(table: pa.Table, column: str, wanted: set[str]) -> dict[str, np.ndarray]:
+    """text -> parent vector, for the ``wanted`` texts the parent table embedded."""
+    rows = _embedded_rows(table, column, wanted)
     flat = pc.list_flatten(rows["embedding"]).to_numpy().astype(np.float32)
     matrix = flat.reshape(rows.num_rows, -1) if rows.num_rows else []
     return dict(zip(rows[column].to_pylist(), matrix, strict=True))
