@@ -8,8 +8,9 @@ Reports p50/p95/p99 of (a) query embedding alone, by the bundle's own ONNX encod
 for the ratio, by PyTorch, (b) spaCy query NER alone (the router's input, when the
 bundle has a spaCy pipeline), (c) ``retrieve`` with the vector given (arms + fusion
 only) and (d) with embedding included, (e) ``answer`` (route + retrieve + admission)
-overall and for queries routed as ``lookup``; how many queries get the same top-k
-evidence from the bundled encoder as from PyTorch; then requests/s of a real
+overall, for queries routed as ``lookup`` and for queries whose route ran the graph arm
+(the multi-hop route: comparisons and questions with a multi-hop cue); how many queries
+get the same top-k evidence from the bundled encoder as from PyTorch; then requests/s of a real
 ``evidex serve --workers W`` process under N concurrent closed-loop HTTP clients on
 loopback, for each W and N. Single-threaded timings run first.
 """
@@ -200,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     vectors = {q: bundle.embed(q) for q in queries}
     arms = [_time(lambda q=q: retrieve(bundle, q, k=args.k, vector=vectors[q])) for q in queries]
     fused = [_time(lambda q=q: retrieve(bundle, q, k=args.k)) for q in queries]
-    answered, lookup = [], []
+    answered, lookup, walked = [], [], []
     for q in queries:
         start = time.perf_counter()
         result = answer(bundle, q, k=args.k)
@@ -208,6 +209,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         answered.append(ms)
         if result.route.operation == "lookup":
             lookup.append(ms)
+        if result.walk is not None:
+            walked.append(ms)
     report = {
         "load_average": os.getloadavg(),
         "bundle_id": bundle.bundle_id,
@@ -222,6 +225,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "retrieve_ms": percentiles(fused),
         "answer_ms": percentiles(answered),
         "answer_lookup_ms": percentiles(lookup) if lookup else None,
+        "answer_graph_walk_ms": percentiles(walked) if walked else None,
     }
     if not args.no_http:
         from query.workers import default_workers

@@ -9,6 +9,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -460,12 +461,17 @@ def format_answer(result: Any, *, explain: bool) -> str:
             lines.append(
                 f"  #{e.rank} {e.chunk_id[:12]} dense rank {e.dense_rank} "
                 f"(cos {e.dense_score}), lexical rank {e.lexical_rank} "
-                f"(bm25 {e.lexical_score}), arms {', '.join(e.arms)}, fallback {e.fallback}"
+                f"(bm25 {e.lexical_score}), walk rank {e.walk_rank}, arms {', '.join(e.arms)}, "
+                f"fallback {e.fallback}"
             )
         for e, why in result.admission.rejected:
             lines.append(f"  rejected {e.doc_id} [{e.start}:{e.end}): {why.code}: {why.detail}")
         lines += _format_knowledge(result)
     return "\n".join(lines)
+
+
+_SHORT_ID = re.compile(r"\b([0-9a-f]{12})[0-9a-f]{52}\b")
+"""A chunk id (64 hex digits) in an explanation, shown by its first 12."""
 
 
 def _format_knowledge(result: Any) -> list[str]:
@@ -479,6 +485,22 @@ def _format_knowledge(result: Any) -> list[str]:
             f"  graph expansion: {state}; resolved {expansion.resolved}; "
             f"unresolved {list(expansion.unresolved)}"
         )
+    walk = getattr(result, "walk", None)
+    if walk is not None:
+        seeds = [s for s in walk.seeds if s.kind == "entity"]
+        lines.append(
+            f"  graph walk: {len(seeds)} entity seed(s), "
+            f"{len(walk.seeds) - len(seeds)} dense chunk seed(s), {len(walk.hits)} chunk(s) ranked"
+        )
+        lines += [f"    seed {s.name!r} from {s.surface!r} (weight {s.weight:.3f})" for s in seeds]
+        for path in result.walk_paths():
+            route = " -> ".join(f"{step['via']} -> {step['node']}" for step in path["steps"])
+            start = path["seed"] or "no path within reach"
+            route, start = _SHORT_ID.sub(r"\1", route), _SHORT_ID.sub(r"\1", start)
+            lines.append(
+                f"    {path['chunk_id'][:12]} walk rank {path['walk_rank']}: {start}"
+                + (f" -> {route}" if route else " (a seed)")
+            )
     return lines
 
 
@@ -980,7 +1002,9 @@ def _add_query(sub: Any) -> None:
         help="weight of the BM25 arm in fusion (default 1.0)",
     )
     p.add_argument(
-        "--explain", action="store_true", help="show routing, per-arm ranks and rejected evidence"
+        "--explain",
+        action="store_true",
+        help="show routing, per-arm ranks, the graph walk (seeds and paths) and rejected evidence",
     )
     _rerank_arg(p)
     _encoder_arg(p, default="bundled")

@@ -17,7 +17,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -171,7 +171,26 @@ def _arms(bundle: Any) -> dict[str, Callable[[str], list[Any]]]:
         "router+graph": lambda q: list(
             answer(bundle, q, k=CHUNK_DEPTH, extra_surfaces=("graph",)).evidence
         ),
+        "graph": lambda q: _walk_alone(bundle, q),
     }
+
+
+class _Ranked(NamedTuple):
+    doc_id: str
+
+
+def _walk_alone(bundle: Any, query: str) -> list[Any]:
+    """The graph arm's own ranking (query.graph), on every query: what the walk finds
+    with no other arm fused in."""
+    from query.answers import WALK_DENSE_DEPTH
+    from query.graph import graph_arm, walk_graph
+    from query.retrieval import dense_arm
+
+    layer = bundle.knowledge
+    graph = walk_graph(layer, bundle.chunk_ids, bundle.row_of_chunk, None)
+    dense = dense_arm(bundle, bundle.embed(query), WALK_DENSE_DEPTH, None)
+    walk = graph_arm(layer, graph, query, dense, CHUNK_DEPTH)
+    return [_Ranked(bundle.chunk_doc_ids[h.row]) for h in walk.hits]
 
 
 def per_query(
@@ -211,16 +230,65 @@ def score_arm(dataset: Dataset, runs: dict[str, dict[str, float]]) -> dict[str, 
     return {name: round(value, 4) for name, value in scores.items()}
 
 
+def paired_interval(
+    gains: np.ndarray, *, samples: int = 10_000, seed: int = 7
+) -> tuple[float, float]:
+    """95% paired bootstrap interval of the mean of per-query ``gains``."""
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(gains), size=(samples, len(gains)))
+    means = gains[picks].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def per_query_scores(dataset: Dataset, runs: dict[str, dict[str, float]]) -> dict[str, np.ndarray]:
+    """Per-query NDCG@10 (and, for multi-hop sets, recall@5 and all supporting in the top
+    8), each an array in query-id order over the queries of ``runs`` that are judged."""
+    found = per_query(dataset.qrels, runs, {"ndcg_cut.10"})
+    judged = sorted(found)
+    scores = {"ndcg@10": np.asarray([found[q]["ndcg_cut_10"] for q in judged])}
+    if dataset.supporting:
+        judged = [q for q in judged if q in dataset.supporting]
+        ranked = {q: sorted(runs[q], key=lambda d: -runs[q][d]) for q in judged}
+        scores["recall@5"] = np.asarray(
+            [len(dataset.supporting[q] & set(ranked[q][:5])) / len(dataset.supporting[q])
+             for q in judged]
+        )  # fmt: skip
+        scores["all_supporting@8"] = np.asarray(
+            [float(dataset.supporting[q] <= set(ranked[q][:8])) for q in judged]
+        )
+    return scores
+
+
+def paired_gains(
+    dataset: Dataset, runs: dict[str, dict[str, float]], baseline: dict[str, dict[str, float]]
+) -> dict[str, dict[str, Any]]:
+    """Mean per-query gain of ``runs`` over ``baseline`` with its paired bootstrap 95%
+    interval, per measure of :func:`per_query_scores`."""
+    ours, theirs = per_query_scores(dataset, runs), per_query_scores(dataset, baseline)
+    result = {}
+    for measure, values in ours.items():
+        gains = values - theirs[measure]
+        low, high = paired_interval(gains)
+        result[measure] = {
+            "gain": round(float(gains.mean()), 4),
+            "interval": [round(low, 4), round(high, 4)],
+        }
+    return result
+
+
 def evaluate(dataset: Dataset, bundle: Any, *, limit: int | None = None) -> dict[str, Any]:
     """Run every arm over the dataset's queries; return scores and latencies per arm."""
     query_items = (
         sorted(dataset.queries.items())[:limit] if limit else sorted(dataset.queries.items())
     )
     results: dict[str, Any] = {}
+    all_runs: dict[str, dict[str, dict[str, float]]] = {}
     arms = _arms(bundle)
     if bundle.knowledge is None:
-        arms.pop("router+graph")
-        results["router+graph"] = {"skipped": "bundle has no knowledge layer"}
+        for name in ("router+graph", "graph"):
+            arms.pop(name)
+            results[name] = {"skipped": "bundle has no knowledge layer"}
     for name, arm in arms.items():
         runs, latencies = {}, []
         for done, (qid, text) in enumerate(query_items, start=1):
@@ -230,6 +298,7 @@ def evaluate(dataset: Dataset, bundle: Any, *, limit: int | None = None) -> dict
             runs[qid] = document_run(evidence)
             if done % 100 == 0:
                 logger.info("%s: %d/%d queries", name, done, len(query_items))
+        all_runs[name] = runs
         results[name] = {
             **score_arm(dataset, runs),
             "p50_ms": round(float(np.percentile(latencies, 50)), 1),
@@ -240,6 +309,7 @@ def evaluate(dataset: Dataset, bundle: Any, *, limit: int | None = None) -> dict
         "queries": len(query_items),
         "bundle_id": bundle.bundle_id,
         "arms": results,
+        "router_vs_fusion": paired_gains(dataset, all_runs["router"], all_runs["fusion_w1.0"]),
     }
 
 
@@ -257,6 +327,15 @@ def format_table(report: dict[str, Any]) -> str:
     for name, row in report["arms"].items():
         if "skipped" in row:
             lines.append(f"{name:<14}  skipped: {row['skipped']}")
+    gains = report.get("router_vs_fusion", {})
+    if gains:
+        lines.append(
+            "router - fusion_w1.0, mean per-query gain [paired bootstrap 95% interval]: "
+            + "; ".join(
+                f"{m} {g['gain']:+.4f} [{g['interval'][0]:+.4f}, {g['interval'][1]:+.4f}]"
+                for m, g in gains.items()
+            )
+        )
     return "\n".join(lines)
 
 

@@ -173,7 +173,11 @@ def config_from_options(opts: EvidexBuildOptions) -> BuildConfig:
         ),
         chunk=ChunkConfig(target_tokens=opts.target_tokens, semantic=opts.semantic_chunking),
         embed=EmbedConfig(model=opts.model or DEFAULT_MODEL),
-        knowledge=KnowledgeConfig(enabled=opts.knowledge, recluster_share=opts.recluster_share),
+        knowledge=KnowledgeConfig(
+            enabled=opts.knowledge,
+            recluster_share=opts.recluster_share,
+            surface_vectors=opts.surface_vectors,
+        ),
         ann=AnnConfig(partition_min_rows=opts.ann_partition_min_rows),
         lexical=LexicalConfig(context_chunks=opts.lexical_context),
         spacy_pipeline=opts.spacy_pipeline,

@@ -171,11 +171,14 @@ def assemble_knowledge(
                 ("Communities", bundles.COMMUNITIES, "report"),
             )
         ] | "KnownVectors" >> beam.Flatten()
-    floor = knowledge.min_summary_confidence
+    floor = knowledge.summary_floor
+    reports = knowledge.surface_vectors
     typed_relations = relations | "TypedRelations" >> beam.Filter(_embeddable, floor)
     texts = (
         typed_relations | "RelationTexts" >> beam.Map(lambda r: r.summary),
-        communities | "CommunityTexts" >> beam.Map(lambda c: c.report),
+        communities
+        | "CommunityTexts" >> beam.Map(lambda c: c.report)
+        | "ReportsWanted" >> beam.Filter(lambda _, wanted: wanted, reports),
     ) | "KnowledgeTexts" >> beam.Flatten()
     vectors = texts | "EmbedKnowledge" >> EmbedTexts(
         model=model_path,
@@ -192,7 +195,7 @@ def assemble_knowledge(
         lambda r: _embeddable(r, floor),
     )
     community_rows = _with_vectors(
-        "Communities", communities, vectors[GOOD], lambda c: c.report, lambda c: True
+        "Communities", communities, vectors[GOOD], lambda c: c.report, lambda c: reports
     )
 
     _ = canon[MENTIONS] | "WriteMentions" >> WriteTable(
@@ -291,7 +294,7 @@ def _assemble_update(
         parent=parent.path,
         staging=staging,
         dimension=dimension,
-        floor=knowledge.min_summary_confidence,
+        floor=knowledge.summary_floor,
         ann=config.ann,
     )
     failures = {

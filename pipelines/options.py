@@ -123,6 +123,16 @@ def add_build_arguments(parser: Any, *, skip: frozenset[str] = frozenset()) -> N
         "entities, Louvain communities, relation/community vectors (default true)",
     )
     add(
+        "--surface_vectors",
+        default=False,
+        nargs="?",
+        const=True,
+        type=on_unless_false,
+        help="embed relation summaries and community reports, so synthesis and comparison "
+        "questions search them (default false: they changed no result on any data set "
+        "measured, and they are most of a build's embedding; see docs/benchmarks.md)",
+    )
+    add(
         "--recluster_share",
         default=0.1,
         type=float,

@@ -9,12 +9,17 @@ import numpy as np
 from query.admission import Admission, Reason, admit, mentions_anchor
 from query.bundle import LoadedBundle
 from query.fusion import ArmHit
+from query.graph import DENSE_SEEDS, Walk, graph_arm, walk_graph
 from query.rerank import Reranker
-from query.retrieval import Evidence, retrieve, visible_rows
+from query.retrieval import DEFAULT_DEPTH, Evidence, dense_arm, retrieve, visible_rows
 from query.router import Route, route
 from query.surfaces import Derived, Expansion, chunk_arm, expand, search_surface, visibility
 
 CHUNK_ARMS = ("dense", "lexical")
+WALK_DENSE_DEPTH = DENSE_SEEDS
+WALK_WEIGHT = 2.0
+"""The graph arm's weight in fusion (dense: 1, lexical: the caller's ``lexical_weight``),
+on the routes that call for it. Chosen on MuSiQue and HotpotQA (docs/benchmarks.md)."""
 MAX_SUGGESTIONS = 3
 """Absent anchors per query that get a "did you mean" (each costs a few dictionary lookups
 and a read of a few visible chunks); the rest are reported without one."""
@@ -35,6 +40,30 @@ class Answer(NamedTuple):
     evidence: tuple[Evidence, ...]
     knowledge: tuple[Derived, ...] = ()
     expansion: Expansion | None = None
+    walk: Walk | None = None
+
+    def walk_paths(self) -> list[dict[str, Any]]:
+        """For each evidence item the graph arm ranked: its walk rank and the path
+        (seed -> entity -> relation -> entity -> chunk) that reached it (``steps`` empty
+        when the item is a seed itself, ``seed`` ``None`` when no path of at most
+        ``query.graph.PATH_HOPS`` edges reaches it)."""
+        if self.walk is None or self.walk.graph is None:
+            return []
+        row_of = {self.walk.graph.chunk_ids[h.row]: h.row for h in self.walk.hits}
+        ranked = [e for e in self.evidence if e.walk_rank is not None and e.chunk_id in row_of]
+        paths = self.walk.paths(row_of[e.chunk_id] for e in ranked)
+        result = []
+        for e in ranked:
+            found = paths.get(row_of[e.chunk_id])
+            result.append(
+                {
+                    "chunk_id": e.chunk_id,
+                    "walk_rank": e.walk_rank,
+                    "seed": found[0] if found else None,
+                    "steps": [step._asdict() for step in found[1]] if found else [],
+                }
+            )
+        return result
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (what ``evidex query --json`` and the HTTP API return)."""
@@ -52,33 +81,54 @@ class Answer(NamedTuple):
             ],
             "knowledge": [d._asdict() for d in self.knowledge],
             "expansion": self.expansion._asdict() if self.expansion else None,
+            "walk": None
+            if self.walk is None
+            else {
+                "seeds": [seed._asdict() for seed in self.walk.seeds],
+                "paths": self.walk_paths(),
+            },
         }
 
 
 def _available(bundle: LoadedBundle) -> frozenset[str]:
     surfaces = {"dense"} | ({"lexical"} if bundle.lexical is not None else set())
     if bundle.knowledge is not None:
-        surfaces |= {"relations", "communities", "graph"}
+        surfaces |= {"relations", "communities", "graph", "walk"}
     return frozenset(surfaces)
 
 
 def _knowledge_arms(
-    bundle: LoadedBundle, decision: Route, vector: Any, visible: Any, k: int
-) -> tuple[list[Derived], dict[str, list[ArmHit]], list[Reason], Expansion | None]:
-    """Derived rows, their chunk arms, notes for admission, and the graph expansion."""
+    bundle: LoadedBundle,
+    query: str,
+    decision: Route,
+    vector: Any,
+    access: list[str] | None,
+    k: int,
+) -> tuple[list[Derived], dict[str, list[ArmHit]], list[Reason], Expansion | None, Walk | None]:
+    """Derived rows, their chunk arms, notes for admission, the graph expansion and the
+    graph arm's walk."""
     layer = bundle.knowledge
     derived: list[Derived] = []
     extra: dict[str, list[ArmHit]] = {}
     notes: list[Reason] = []
     if layer is None:
-        return derived, extra, notes, None
+        return derived, extra, notes, None, None
+    visible = visibility(bundle, access)
     for kind in ("relations", "communities"):
         if kind in decision.surfaces:
             found = search_surface(layer, kind, vector, visible)
             derived += found
             extra[kind] = chunk_arm(bundle, found, k * 4)
+    walk = None
+    if "walk" in decision.surfaces:
+        rows = visible_rows(bundle, access)
+        graph = walk_graph(layer, bundle.chunk_ids, bundle.row_of_chunk, rows)
+        walk = graph_arm(
+            layer, graph, query, dense_arm(bundle, vector, WALK_DENSE_DEPTH, rows), DEFAULT_DEPTH
+        )
+        extra["walk"] = list(walk.hits)
     if "graph" not in decision.surfaces:
-        return derived, extra, notes, None
+        return derived, extra, notes, None, walk
     expansion = expand(layer, decision.anchors, visible)
     if expansion.blocked:
         why = (
@@ -91,7 +141,7 @@ def _knowledge_arms(
     else:
         derived += expansion.relations
         extra["graph"] = chunk_arm(bundle, expansion.relations, k * 4)
-    return derived, extra, notes, expansion
+    return derived, extra, notes, expansion, walk
 
 
 def corpus_anchors(
@@ -201,7 +251,9 @@ def answer(
         return Answer(query, bundle.bundle_id, verdict.status, decision, verdict, ())
     decision, absent = corpus_anchors(bundle, query, decision, access)
     vector = bundle.embed(query)
-    derived, extra, notes, expansion = _knowledge_arms(bundle, decision, vector, visible, k)
+    derived, extra, notes, expansion, walk = _knowledge_arms(
+        bundle, query, decision, vector, access, k
+    )
     evidence = retrieve(
         bundle,
         query,
@@ -211,6 +263,7 @@ def answer(
         arms=tuple(s for s in decision.surfaces if s in CHUNK_ARMS),
         vector=vector,
         extra=extra,
+        weights={"walk": WALK_WEIGHT} if walk is not None else None,
     )
     if reranker is not None:
         evidence = list(reranker.rerank(query, evidence))
@@ -235,4 +288,5 @@ def answer(
         tuple(evidence),
         tuple(derived),
         expansion,
+        walk,
     )

@@ -14,6 +14,9 @@ Contract:
   proximity is discovery, not evidence, so it never lifts a chunk above one the
   chunk arms rank higher (measured: as a weight-1 arm each, they lowered NDCG@10
   on SciFact and on HotpotQA, docs/benchmarks.md);
+- a knowledge arm given a weight in ``weights`` (the graph arm's walk, on the
+  routes that call for it: :mod:`query.graph`) is scored like a chunk arm:
+  ``weight / (RRF_K + rank)``;
 - reservation: the dense arm's top ``min(10, n)`` rows are reserved before any
   floor; when the final list is shorter than ``k``, reserved rows are appended
   in dense order and marked ``fallback``;
@@ -61,6 +64,7 @@ def fuse(
     lexical_weight: float = 1.0,
     min_similarity: float | None = None,
     extra: Mapping[str, Sequence[ArmHit]] | None = None,
+    weights: Mapping[str, float] | None = None,
 ) -> list[Fused]:
     """Fuse the ranked arms into at most ``k`` rows.
 
@@ -73,16 +77,22 @@ def fuse(
         lexical_weight: weight of the lexical arm (dense weight is 1).
         min_similarity: optional admission floor on dense similarity; rows below
             it (or without a dense score) are dropped before reservation applies.
-        extra: knowledge arms by name (``relations``, ``communities``, ``graph``):
-            candidates and a tie-break, never a score term.
+        extra: knowledge arms by name (``relations``, ``communities``, ``graph``,
+            ``walk``): candidates and a tie-break, and a score term only when
+            ``weights`` gives them one.
+        weights: score weights of ``extra`` arms (absent: 0).
 
     Raises:
-        ValueError: ``k`` < 1 or a negative lexical weight.
+        ValueError: ``k`` < 1, or a negative lexical or arm weight.
     """
     if k < 1:
         raise ValueError(f"k must be positive, got {k}")
     if lexical_weight < 0:
         raise ValueError(f"lexical_weight must be >= 0, got {lexical_weight}")
+    weights = dict(weights or {})
+    negative = sorted(name for name, w in weights.items() if w < 0)
+    if negative:
+        raise ValueError(f"arm weights must be >= 0: {', '.join(negative)}")
     by_dense = {h.row: h for h in dense}
     by_lexical = {h.row: h for h in lexical} if lexical_weight > 0 else {}
     by_extra = {name: {h.row: h for h in hits} for name, hits in sorted((extra or {}).items())}
@@ -98,6 +108,7 @@ def fuse(
         score = (1.0 / (RRF_K + d.rank) if d else 0.0) + (
             lexical_weight / (RRF_K + lx.rank) if lx else 0.0
         )
+        score += sum(weights.get(name, 0.0) / (RRF_K + rank) for name, rank in extra_ranks)
         fused.append(
             Fused(
                 row,

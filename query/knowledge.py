@@ -76,6 +76,8 @@ class KnowledgeLayer:
     communities: Surface
     adjacency: dict[int, list[int]]
     functional: dict[str, list[int]] = field(default_factory=dict)
+    walk_graphs: dict[str | None, Any] = field(default_factory=dict, repr=False)
+    """The graph arm's graphs by visible-row set (see :mod:`query.graph`), built on use."""
 
     def resolve(self, anchor: str, visible: Visible) -> list[int]:
         """Entities an anchor names that have chunk evidence the caller may see."""

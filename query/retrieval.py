@@ -46,6 +46,7 @@ class Evidence(NamedTuple):
     page_start: int | None = None
     page_end: int | None = None
     rerank_score: float | None = None
+    walk_rank: int | None = None
 
 
 def visible_rows(bundle: LoadedBundle, access: Iterable[str] | None) -> np.ndarray | None:
@@ -165,6 +166,7 @@ def _evidence(bundle: LoadedBundle, rank: int, f: Fused) -> Evidence:
         heading_path=bundle.heading_paths[f.row] if bundle.heading_paths else "",
         page_start=bundle.pages[f.row][0] if bundle.pages else None,
         page_end=bundle.pages[f.row][1] if bundle.pages else None,
+        walk_rank=dict(f.extra_ranks).get("walk"),
     )
 
 
@@ -180,6 +182,7 @@ def retrieve(
     min_similarity: float | None = None,
     vector: np.ndarray | None = None,
     extra: Mapping[str, Sequence[ArmHit]] | None = None,
+    weights: Mapping[str, float] | None = None,
 ) -> list[Evidence]:
     """The top ``k`` chunks for ``query`` that the caller may see.
 
@@ -196,6 +199,8 @@ def retrieve(
         vector: the query's embedding, if the caller already has it.
         extra: ranked chunk rows from knowledge surfaces (see :mod:`query.surfaces`):
             candidates that the chunk arms score (see :func:`query.fusion.fuse`).
+        weights: score weights of ``extra`` arms (the graph arm's ``walk``); an arm
+            without one is a candidate generator only.
 
     Returns:
         Evidence in rank order, each quoting its document's exact span.
@@ -238,5 +243,6 @@ def retrieve(
         lexical_weight=lexical_weight if "dense" in arms else max(lexical_weight, 1.0),
         min_similarity=min_similarity,
         extra=extra,
+        weights=weights,
     )
     return [_evidence(bundle, rank, f) for rank, f in enumerate(fused, start=1)]

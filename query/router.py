@@ -2,8 +2,13 @@
 serve it. Every decision carries the rules that fired.
 
 Operations: ``lookup`` (exact/local), ``synthesis`` (across sources),
-``comparison`` (multi-hop), ``temporal`` (current or dated fact),
+``comparison`` (compares named things), ``multihop`` (a question about a thing named
+through another: "the director of the film X"), ``temporal`` (current or dated fact),
 ``entity`` (named entity or version), ``out_of_scope``.
+
+The graph arm (``walk``, :mod:`query.graph`) serves every question with a multi-hop cue:
+a nested description, or two or more named things. Statements, comparisons among them
+(SciFact's claims: "X is more common than Y"), and questions without a cue never call it.
 """
 
 import re
@@ -52,12 +57,28 @@ _RULES: tuple[tuple[str, str, re.Pattern[str]], ...] = (
     ),
     ("temporal", "names a time or asks about the current state", _TEMPORAL),
 )
+# A question: it ends with a question mark or starts with a question word.
+_QUESTION = re.compile(
+    r"\?\s*$|^\W*(?:who|whom|whose|what|which|when|where|why|how|in\s+(?:what|which)|"
+    r"is|are|was|were|did|does|do)\b",
+    re.I,
+)
+# A multi-hop cue: a thing named through another ("the president of the association",
+# "the state that borders", "Hello Love's performer", "developed by what company").
+_NESTED = re.compile(
+    r"\bthe\s+(?:[\w-]+\s+){0,2}?[\w-]+\s+(?:of|by|for|from|in|at|on|with)\s+\S+"
+    r"|\b(?:the|a|an)\s+(?:[\w-]+\s+){0,3}?(?:which|that|who|whom|whose|where)\s+\w+"
+    r"|\w['’]s\s+[\w-]+"
+    r"|\b(?:of|by|in|from|for|to|at|on|with|into)\s+(?:what|which|whom)\b",
+    re.I,
+)
 _OUT_OF_SCOPE = re.compile(r"^\s*(hi|hello|hey|thanks|thank you|bye|ok|okay)\W*$", re.I)
 _CONTENT_WORD = re.compile(r"[A-Za-z0-9]{3,}")
 
 KNOWLEDGE_SURFACES = {
     "synthesis": ("communities", "relations"),
     "comparison": ("relations", "graph"),
+    "multihop": ("walk",),
 }
 
 
@@ -92,7 +113,8 @@ def route(
     Args:
         query: the user's query.
         available: surfaces the bundle has (chunks are always ``dense``/``lexical``;
-            ``relations``, ``communities`` and ``graph`` come with a knowledge layer).
+            ``relations``, ``communities``, ``graph`` and ``walk`` come with a knowledge
+            layer).
         known_entities: anchor -> canonical entity names, when the bundle has entities;
             matches are reported among the reasons.
         recognizer: named-entity recognition (spaCy, see :class:`query.ner.QueryEntities`);
@@ -120,6 +142,10 @@ def route(
             operation = name
             reasons.append(f"{why}: {match.group(0)!r}")
             break
+    hops = _multihop_cue(query, anchors)
+    if hops and operation in ("lookup", "entity"):
+        operation = "multihop"
+        reasons.append(hops)
     if operation == "lookup" and dates:
         operation = "temporal"
         reasons.append(f"spaCy date or time: {dates[0]!r}")
@@ -134,9 +160,26 @@ def route(
             if names:
                 reasons.append(f"anchor {anchor!r} is the canonical entity {names[0]!r}")
     surfaces: list[str] = [s for s in ("dense", "lexical") if s in available]
-    for extra in KNOWLEDGE_SURFACES.get(operation, ()):
+    wanted = list(KNOWLEDGE_SURFACES.get(operation, ()))
+    if hops and "walk" not in wanted:
+        wanted.append("walk")
+        reasons.append(hops)
+    for extra in wanted:
         if extra in available:
             surfaces.append(extra)
         else:
             reasons.append(f"surface {extra!r} not in this bundle: answered from chunk evidence")
     return Route(operation, tuple(surfaces), anchors, tuple(reasons))
+
+
+def _multihop_cue(query: str, anchors: tuple[str, ...]) -> str | None:
+    """Why the query is a multi-hop question, or ``None``: a question holding a nested
+    description, or naming two or more things."""
+    if not _QUESTION.search(query):
+        return None
+    nested = _NESTED.search(query)
+    if nested:
+        return f"multi-hop cue, a thing named through another: {nested.group(0)!r}"
+    if len(anchors) >= 2:
+        return f"multi-hop cue, a question naming {len(anchors)} things: {', '.join(anchors)}"
+    return None

@@ -6,6 +6,7 @@ the bundle manifest and hashed into its ``config_hash``.
 
 import hashlib
 import json
+import math
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -197,6 +198,20 @@ class KnowledgeConfig(_Frozen):
         description="a refresh keeps the communities it inherits until this share of the "
         "entities has had an edge added or removed since they were clustered",
     )
+    surface_vectors: bool = Field(
+        False,
+        description="embed relation summaries and community reports (the router's "
+        "relations and communities surfaces, for synthesis and comparison questions); off, "
+        "the tables are built without vectors and those surfaces propose nothing. Off by "
+        "default: on every data set at hand they changed no result, and they are most of a "
+        "build's embedding (docs/benchmarks.md)",
+    )
+
+    @property
+    def summary_floor(self) -> float:
+        """The confidence a relation needs for a summary vector (none get one when
+        ``surface_vectors`` is off)."""
+        return self.min_summary_confidence if self.surface_vectors else math.inf
 
 
 class BuildConfig(_Frozen):

@@ -310,9 +310,9 @@ class _UpdateFn(beam.DoFn):
             handle.write(json.dumps({"reclustered": reclustered, "share": share}).encode())
         yield KnowledgeUpdate(removed_relations, relations, communities, reclustered)
 
-        floor = config.min_summary_confidence
+        floor = config.summary_floor
         summaries = {r.summary for r in relations if _embeddable(r, floor)}
-        reports = {c.report for c in communities}
+        reports = {c.report for c in communities} if config.surface_vectors else set()
         reused = _embedded(parent_relations, "summary", summaries)
         reused |= _embedded(parent_communities, "report", reports)
         for text in sorted((summaries | reports) - reused):

@@ -37,6 +37,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import pyarrow.parquet as pq
 
+from evidex.evaluation import paired_interval
+
 DEPTH = 300  # chunks per arm, as `evidex eval` asks of `retrieve`
 BASELINES = ("chunk", "chunk + lexical")  # the product's dense arm and its default
 
@@ -122,17 +124,6 @@ def ranked(scores: np.ndarray, depth: int = DEPTH) -> list[int]:
     """Row indexes of the ``depth`` highest scores, best first (ties by row)."""
     order = np.lexsort((np.arange(len(scores)), -scores))
     return [int(i) for i in order[:depth]]
-
-
-def paired_interval(
-    gains: np.ndarray, *, samples: int = 10_000, seed: int = 7
-) -> tuple[float, float]:
-    """95% paired bootstrap interval of the mean of per-query ``gains``."""
-    rng = np.random.default_rng(seed)
-    picks = rng.integers(0, len(gains), size=(samples, len(gains)))
-    means = gains[picks].mean(axis=1)
-    low, high = np.percentile(means, [2.5, 97.5])
-    return float(low), float(high)
 
 
 def gain_text(ndcg: dict[str, float], baseline: dict[str, float]) -> str:

@@ -112,6 +112,24 @@ def test_supporting_ids_are_read_and_recall_at_k_is_the_share_found(beir_dir):
     assert scores["all_supporting@5"] == 0.5
 
 
+def test_paired_gains_of_a_run_that_finds_more_supporting_documents(beir_dir):
+    (beir_dir / "questions.jsonl").write_text(
+        json.dumps({"_id": "q1", "supporting_ids": ["d1", "d4"]})
+        + "\n"
+        + json.dumps({"_id": "q2", "supporting_titles": ["Etna", "Sourdough"]})
+        + "\n"
+    )
+    dataset = evaluation.load_dataset(str(beir_dir))
+    baseline = {"q1": {"d5": 2.0, "d1": 1.0}, "q2": {"d5": 2.0, "d2": 1.0}}
+    better = {"q1": {"d1": 3.0, "d4": 2.0}, "q2": {"d2": 3.0, "d3": 2.0}}
+    gains = evaluation.paired_gains(dataset, better, baseline)
+    assert gains["recall@5"]["gain"] == pytest.approx(0.5)
+    assert gains["all_supporting@8"]["interval"] == [1.0, 1.0]  # every question gains 1
+    assert gains["ndcg@10"]["gain"] > 0 and gains["ndcg@10"]["interval"][0] > 0
+    same = evaluation.paired_gains(dataset, baseline, baseline)
+    assert all(g["gain"] == 0 and g["interval"] == [0, 0] for g in same.values())
+
+
 def test_a_supporting_id_the_corpus_lacks_is_an_error(beir_dir):
     (beir_dir / "questions.jsonl").write_text(
         json.dumps({"_id": "q1", "supporting_ids": ["d1", "nope"]}) + "\n"
@@ -126,11 +144,14 @@ def test_eval_command_end_to_end_and_reuse(beir_dir, tmp_path, capsys):
     assert main(["eval", str(beir_dir), "--root", root, "--out", out, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     arms = report["arms"]
-    assert set(arms) == {"dense", "lexical", "fusion_w1.0", "fusion_w0.1", "router", "router+graph"}
-    for name in ("dense", "fusion_w1.0", "router", "router+graph"):
+    assert set(arms) == {
+        "dense", "lexical", "fusion_w1.0", "fusion_w0.1", "router", "router+graph", "graph"
+    }  # fmt: skip
+    for name in ("dense", "fusion_w1.0", "router", "router+graph", "graph"):
         assert arms[name]["ndcg@10"] >= 0.9, (name, arms[name])
         assert arms[name]["p95_ms"] > 0
     assert "all_supporting@5" in arms["dense"]
+    assert "ndcg@10" in report["router_vs_fusion"]
     assert os.path.getsize(os.path.join(out, "arms.png")) > 1000
     assert len(list_bundles(root)) == 1
     assert main(["eval", str(beir_dir), "--root", root, "--out", out, "--json"]) == 0

@@ -45,6 +45,24 @@ def test_build_writes_a_complete_checksummed_bundle(built_root):
     assert not os.listdir(os.path.join(built_root, "staging"))
 
 
+def test_relation_and_community_vectors_are_off_by_default(built_root):
+    """Without --surface_vectors the relation and community tables are written without
+    vectors, their HNSW files hold nothing, and no knowledge text was embedded."""
+    from usearch.index import Index
+
+    path = bundle_path(str(built_root), "b1")
+    manifest = read_manifest(path)
+    assert manifest.config["knowledge"]["surface_vectors"] is False
+    for table, index in (
+        ("relations", "relations.usearch"),
+        ("communities", "communities.usearch"),
+    ):
+        embedding = pq.read_table(os.path.join(path, f"{table}.parquet")).column("embedding")
+        assert embedding.null_count == len(embedding), table
+        assert len(embedding) > 0 or table == "communities"  # too few entities to cluster
+        assert len(Index.restore(os.path.join(path, index))) == 0
+
+
 @pytest.mark.slow
 def test_building_twice_gives_identical_files_and_ids(built_root, tiny_corpus, tmp_path):
     """Every file of the bundle, knowledge layer included, is byte-identical (issue 9, item 3)."""

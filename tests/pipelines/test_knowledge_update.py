@@ -42,16 +42,39 @@ def roots(tmp_path_factory):
     base = tmp_path_factory.mktemp("knowledge-update")
     root = str(base / "root")
     corpus = write_corpus(base / "corpus", PAYMENTS)
-    run(["--input", str(corpus), "--root", root], bundle_id="k1")
+    run(["--input", str(corpus), "--surface_vectors", "--root", root], bundle_id="k1")
     _activate(root, "k1")
     write_corpus(corpus, EDITED)
-    edited = run(["--input", str(corpus), "--root", root, "--recluster_share=1"], bundle_id="k2")
+    edited = run(
+        ["--input", str(corpus), "--surface_vectors", "--root", root, "--recluster_share=1"],
+        bundle_id="k2",
+    )
     _activate(root, "k2")
-    run(["--input", str(corpus), "--root", str(base / "fresh2"), "--delta=false"], bundle_id="f2")
+    run(
+        [
+            "--input",
+            str(corpus),
+            "--surface_vectors",
+            "--root",
+            str(base / "fresh2"),
+            "--delta=false",
+        ],
+        bundle_id="f2",
+    )
     (corpus / "rbi.md").unlink()
-    deleted = run(["--input", str(corpus), "--root", root], bundle_id="k3")
+    deleted = run(["--input", str(corpus), "--surface_vectors", "--root", root], bundle_id="k3")
     _activate(root, "k3")
-    run(["--input", str(corpus), "--root", str(base / "fresh3"), "--delta=false"], bundle_id="f3")
+    run(
+        [
+            "--input",
+            str(corpus),
+            "--surface_vectors",
+            "--root",
+            str(base / "fresh3"),
+            "--delta=false",
+        ],
+        bundle_id="f3",
+    )
     return root, str(base / "fresh2"), str(base / "fresh3"), edited, deleted
 
 

@@ -36,7 +36,15 @@ def bundle(tmp_path_factory, query_encoder):
     sidecar = base / "meta.jsonl"
     sidecar.write_text("\n".join(json.dumps(m) for m in METADATA), encoding="utf-8")
     result = run(
-        ["--input", str(corpus), "--root", str(base / "root"), "--metadata", str(sidecar)],
+        [
+            "--input",
+            str(corpus),
+            "--root",
+            str(base / "root"),
+            "--metadata",
+            str(sidecar),
+            "--surface_vectors",
+        ],
         bundle_id="k1",
     )
     return open_bundle(result.path, model=query_encoder)
@@ -75,6 +83,28 @@ def test_graph_expansion_is_gated_by_anchors(bundle):
     assert not any("graph" in e.arms for e in blocked.evidence)
     assert "expansion_blocked" in [r.code for r in blocked.admission.reasons]
     assert blocked.status == "UNKNOWN"
+
+
+def test_a_multi_hop_question_runs_the_graph_arm_and_explains_its_paths(bundle):
+    question = "Which bank supervises the operator of the RuPay card network?"
+    result = answer(bundle, question, k=4, access=["public"], today=TODAY)
+    assert result.route.operation == "multihop"
+    assert "walk" in result.route.surfaces
+    assert result.walk is not None and result.walk.hits
+    assert any(s.kind == "entity" for s in result.walk.seeds)
+    walked = [e for e in result.evidence if "walk" in e.arms]
+    assert walked and all(e.walk_rank is not None for e in walked)
+    paths = result.to_json()["walk"]["paths"]
+    assert {p["chunk_id"] for p in paths} == {e.chunk_id for e in walked}
+    assert all(p["seed"] for p in paths)
+    # The public caller's walk never ranks, nor passes through, a confidential chunk.
+    hidden = {i for i, a in enumerate(bundle.access_classes) if a == "confidential"}
+    assert hidden and not hidden & {h.row for h in result.walk.hits}
+    for p in paths:
+        assert not any(bundle.chunk_ids[i] in step["node"] for step in p["steps"] for i in hidden)
+    # A claim is not a question: no walk.
+    claim = answer(bundle, "NPCI operates the RuPay card network.", k=4, today=TODAY)
+    assert claim.walk is None and "walk" not in claim.route.surfaces
 
 
 def test_conflicting_limits_in_admitted_evidence_are_a_contradiction(bundle):

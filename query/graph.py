@@ -1,0 +1,331 @@
+"""The graph arm: a Personalized PageRank walk over the knowledge layer that scores chunks.
+
+The graph has a node per canonical entity and per chunk, and an undirected edge between an
+entity and each chunk it occurs in, and between a relation's subject and object (each pair
+once). Seeds are the query's entities: word n-grams (1-4 words) that are an alias of a
+canonical entity, each weighted by its specificity (1 / the chunks it occurs in; an entity
+in more than ``MAX_SEED_CHUNKS`` chunks says too little to be a seed), plus the best dense
+chunks, which hold ``CHUNK_SHARE`` of the mass (HippoRAG 2 seeds passages as well as
+entities). The walk runs ``ITERATIONS`` power iterations with restart; chunks rank by the
+mass that reaches them, so a passage that shares no word with the query (the bridge of a
+multi-hop question) ranks when it shares entities with the seeds' passages.
+
+Contract: the walk only sees what the caller may see. A graph is built per set of visible
+access classes, from visible chunks only, and a relation edge only when every chunk that
+states it is visible, so the ranking of a visible chunk never depends on an invisible one.
+Work per query is bounded by the seeds, not by the corpus: at most ``MAX_SEEDS`` entity
+seeds; the walk runs on their neighbourhood (at most ``MAX_HOPS`` edges out and
+``MAX_NODES`` nodes, hubs not expanded), ``ITERATIONS`` sparse products over its edges; and
+it is deterministic (ties by chunk id). Graphs are built on first
+use and kept with the knowledge layer.
+"""
+
+import hashlib
+import re
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import NamedTuple
+
+import numpy as np
+from scipy import sparse
+
+from algorithms.normalize import normalize_surface
+from query.fusion import SCORE_DECIMALS, ArmHit
+from query.knowledge import KnowledgeLayer
+
+DAMPING = 0.85
+ITERATIONS = 20
+MAX_SEED_CHUNKS = 50
+MAX_SEEDS = 32
+DENSE_SEEDS = 5
+CHUNK_SHARE = 0.5
+MAX_NGRAM = 4
+MAX_HOPS = 3
+"""The walk runs on the seeds' neighbourhood: nodes at most this many edges away."""
+MAX_NODES = 50_000
+"""A hop that would take the neighbourhood past this many nodes is not taken."""
+MAX_EXPAND_DEGREE = 1_000
+"""A node with more edges (an entity in a thousand chunks) is reached but not walked through
+when the neighbourhood grows: it says too little about any one of its chunks."""
+PATH_HOPS = 4
+"""Edges an explanation path may have (longer: reported as reached without a path)."""
+_WORD = re.compile(r"[\w'-]+")
+
+
+class Seed(NamedTuple):
+    """One start node of the walk: an entity the query names, or a dense chunk."""
+
+    kind: str  # "entity" or "chunk"
+    node: int
+    name: str  # the entity's canonical name, or the chunk id
+    surface: str  # the query words that linked it (entities), or "dense rank N" (chunks)
+    weight: float
+
+
+class Step(NamedTuple):
+    """One edge of an explanation path."""
+
+    via: str  # "occurs in", "mentions", or a relation's predicate
+    node: str  # "entity: NAME" or "chunk: ID"
+
+
+class Walk(NamedTuple):
+    """The graph arm's outcome for one query: its seeds and its ranked chunks."""
+
+    seeds: tuple[Seed, ...]
+    hits: tuple[ArmHit, ...]
+    graph: "WalkGraph | None"
+    mass: np.ndarray | None = None
+
+    def paths(self, rows: Iterable[int]) -> dict[int, tuple[str, tuple[Step, ...]]]:
+        """For each chunk row: the seed its path starts from and the steps (entity ->
+        relation -> entity -> chunk) that carried the most mass to it; rows with no
+        such path within ``PATH_HOPS`` edges are left out."""
+        if self.graph is None or self.mass is None or not self.seeds:
+            return {}
+        return self.graph.paths(self.seeds, self.mass, rows)
+
+
+@dataclass
+class WalkGraph:
+    """The entity-chunk graph of one set of visible chunks."""
+
+    matrix: sparse.csr_matrix  # column-stochastic, entities first, then chunk rows
+    adjacency: sparse.csr_matrix  # symmetric 0/1, for paths
+    n_entities: int
+    chunk_counts: np.ndarray  # visible chunks each entity occurs in
+    chunk_ids: Sequence[str]
+    entity_names: Sequence[str]
+    predicate_of: dict[tuple[int, int], str]
+
+    def neighbourhood(self, seeds: np.ndarray) -> np.ndarray:
+        """Sorted nodes within ``MAX_HOPS`` edges of ``seeds``, hop by hop while the next
+        hop keeps them within ``MAX_NODES``; nodes of more than ``MAX_EXPAND_DEGREE`` edges
+        are not expanded."""
+        indptr = self.adjacency.indptr
+        nodes = np.unique(seeds)
+        frontier = nodes
+        for _ in range(MAX_HOPS):
+            degree = indptr[frontier + 1] - indptr[frontier]
+            expand = frontier[degree <= MAX_EXPAND_DEGREE]
+            if len(expand) == 0:
+                break
+            new = np.setdiff1d(self.adjacency[expand].indices, nodes)
+            if len(new) == 0 or len(nodes) + len(new) > MAX_NODES:
+                break
+            nodes = np.union1d(nodes, new)
+            frontier = new
+        return nodes
+
+    def walk(self, start: np.ndarray) -> np.ndarray:
+        """Mass on every node after ``ITERATIONS`` steps of the walk with restart, run on
+        the seeds' neighbourhood (mass leaving it is lost): the work is bounded by the
+        neighbourhood, not by the size of the corpus."""
+        nodes = self.neighbourhood(np.flatnonzero(start))
+        whole = len(nodes) * 2 > len(start)  # cheaper to walk everything than to cut
+        rows = self.matrix if whole else self.matrix[nodes]
+        local_start = start if whole else start[nodes]
+        restart = np.float32(1.0 - DAMPING) * local_start
+        mass = local_start.copy()
+        full = np.zeros_like(start)
+        for _ in range(ITERATIONS):
+            if whole:
+                full = mass
+            else:
+                full[nodes] = mass
+            mass = rows @ full
+            mass *= np.float32(DAMPING)
+            mass += restart
+        if whole:
+            return mass
+        full = np.zeros_like(start)
+        full[nodes] = mass
+        return full
+
+    def label(self, node: int) -> str:
+        if node < self.n_entities:
+            return f"entity: {self.entity_names[node]}"
+        return f"chunk: {self.chunk_ids[node - self.n_entities]}"
+
+    def paths(
+        self, seeds: Sequence[Seed], mass: np.ndarray, rows: Iterable[int]
+    ) -> dict[int, tuple[str, tuple[Step, ...]]]:
+        """Walk back from each chunk row to a seed along the edge that brought the most
+        mass (``matrix[v, u] * mass[u]``), at most ``PATH_HOPS`` edges."""
+        seed_nodes = {s.node for s in seeds}
+        found = {}
+        for row in sorted(set(rows)):
+            node = self.n_entities + row
+            trail = [node]
+            while trail[-1] not in seed_nodes and len(trail) <= PATH_HOPS:
+                v = trail[-1]
+                lo, hi = self.matrix.indptr[v], self.matrix.indptr[v + 1]
+                sources = self.matrix.indices[lo:hi]
+                inflow = self.matrix.data[lo:hi] * mass[sources]
+                best = [
+                    int(sources[i])
+                    for i in np.lexsort((sources, -inflow))
+                    if inflow[i] > 0 and int(sources[i]) not in trail
+                ]
+                if not best:
+                    break
+                trail.append(best[0])
+            if trail[-1] not in seed_nodes:
+                continue
+            trail.reverse()
+            steps = tuple(Step(self._via(a, b), self.label(b)) for a, b in pairwise(trail))
+            found[row] = (self.label(trail[0]), steps)
+        return found
+
+    def _via(self, a: int, b: int) -> str:
+        if a < self.n_entities and b < self.n_entities:
+            return self.predicate_of.get((min(a, b), max(a, b)), "related to")
+        return "occurs in" if a < self.n_entities else "mentions"
+
+
+_LOCK = threading.Lock()
+
+
+def walk_graph(
+    layer: KnowledgeLayer,
+    chunk_ids: Sequence[str],
+    row_of_chunk: dict[str, int],
+    visible_rows: np.ndarray | None,
+) -> WalkGraph:
+    """The graph over the chunks in ``visible_rows`` (``None``: every chunk), built once
+    per visible set and kept on the layer."""
+    key = None if visible_rows is None else hashlib.sha256(visible_rows.tobytes()).hexdigest()
+    with _LOCK:
+        cached = layer.walk_graphs.get(key)
+    if cached is not None:
+        return cached
+    graph = _build(layer, chunk_ids, row_of_chunk, visible_rows)
+    with _LOCK:
+        layer.walk_graphs[key] = graph
+    return graph
+
+
+def _build(
+    layer: KnowledgeLayer,
+    chunk_ids: Sequence[str],
+    row_of_chunk: dict[str, int],
+    visible_rows: np.ndarray | None,
+) -> WalkGraph:
+    n_entities = len(layer.entity_ids)
+    visible = np.ones(len(chunk_ids), dtype=bool)
+    if visible_rows is not None:
+        visible[:] = False
+        visible[visible_rows] = True
+    entity_col: list[int] = []
+    chunk_col: list[int] = []
+    for e, chunks in enumerate(layer.entity_chunks):
+        for c in chunks:
+            row = row_of_chunk.get(c)
+            if row is not None and visible[row]:
+                entity_col.append(e)
+                chunk_col.append(row)
+    counts = np.bincount(np.asarray(entity_col, dtype=np.int64), minlength=n_entities)
+    predicate_of: dict[tuple[int, int], str] = {}
+    subjects: list[int] = []
+    objects: list[int] = []
+    for r, (s, o) in enumerate(zip(layer.subjects, layer.objects, strict=True)):
+        if o < 0 or o == s or counts[s] == 0 or counts[o] == 0:
+            continue
+        rows = [row_of_chunk.get(c) for c in layer.relations.chunk_ids[r]]
+        if not rows or any(row is None or not visible[row] for row in rows):
+            continue
+        pair = (min(s, o), max(s, o))
+        if pair not in predicate_of:
+            predicate_of[pair] = layer.predicates[r]
+            subjects.append(s)
+            objects.append(o)
+    n = n_entities + len(chunk_ids)
+    chunk_nodes = np.asarray(chunk_col, dtype=np.int64) + n_entities
+    entity_nodes = np.asarray(entity_col, dtype=np.int64)
+    a = np.concatenate([entity_nodes, chunk_nodes, subjects, objects]).astype(np.int64)
+    b = np.concatenate([chunk_nodes, entity_nodes, objects, subjects]).astype(np.int64)
+    adjacency = sparse.csr_matrix((np.ones(len(a)), (a, b)), shape=(n, n))
+    adjacency.data[:] = 1.0  # an entity named twice in a chunk is one edge
+    adjacency.sort_indices()
+    degree = np.asarray(adjacency.sum(axis=0)).ravel()
+    degree[degree == 0] = 1.0
+    # float32: the walk is a ranking, and half the bytes per edge is most of its time.
+    matrix = sparse.csr_matrix(adjacency.multiply(1.0 / degree), dtype=np.float32)
+    return WalkGraph(
+        matrix=matrix,
+        adjacency=adjacency,
+        n_entities=n_entities,
+        chunk_counts=counts,
+        chunk_ids=chunk_ids,
+        entity_names=layer.entity_names,
+        predicate_of=predicate_of,
+    )
+
+
+def entity_seeds(layer: KnowledgeLayer, graph: WalkGraph, query: str) -> list[Seed]:
+    """Entities the query's word n-grams name, weighted by specificity; longer n-grams
+    first, an entity once (at its best weight), at most ``MAX_SEEDS`` of the most specific."""
+    words = _WORD.findall(query)
+    found: dict[int, Seed] = {}
+    for size in range(min(MAX_NGRAM, len(words)), 0, -1):
+        for i in range(len(words) - size + 1):
+            surface = " ".join(words[i : i + size])
+            for e in layer.aliases.get(normalize_surface(surface), []):
+                count = int(graph.chunk_counts[e])
+                if 0 < count <= MAX_SEED_CHUNKS and e not in found:
+                    found[e] = Seed("entity", e, layer.entity_names[e], surface, 1.0 / count)
+    ranked = sorted(found.values(), key=lambda s: (-s.weight, layer.entity_ids[s.node]))
+    return ranked[:MAX_SEEDS]
+
+
+def chunk_seeds(graph: WalkGraph, dense: Sequence[ArmHit], entity_mass: float) -> list[Seed]:
+    """The top ``DENSE_SEEDS`` dense chunks, weighted 1/rank, together holding
+    ``CHUNK_SHARE`` of the seeds' mass (all of it when no entity is a seed)."""
+    top = sorted(dense, key=lambda h: h.rank)[:DENSE_SEEDS]
+    if not top:
+        return []
+    total = CHUNK_SHARE / (1 - CHUNK_SHARE) * entity_mass if entity_mass > 0 else 1.0
+    norm = sum(1.0 / h.rank for h in top)
+    return [
+        Seed(
+            "chunk",
+            graph.n_entities + h.row,
+            graph.chunk_ids[h.row],
+            f"dense rank {h.rank}",
+            total / h.rank / norm,
+        )
+        for h in top
+    ]
+
+
+def graph_arm(
+    layer: KnowledgeLayer,
+    graph: WalkGraph,
+    query: str,
+    dense: Sequence[ArmHit],
+    depth: int,
+) -> Walk:
+    """Rank chunks by the walk from the query's entity seeds and its best dense chunks.
+
+    Only the rows of ``graph`` can rank; a query with no seed ranks nothing.
+    """
+    seeds = entity_seeds(layer, graph, query)
+    seeds += chunk_seeds(graph, dense, sum(s.weight for s in seeds))
+    if not seeds:
+        return Walk((), (), graph)
+    start = np.zeros(graph.matrix.shape[0], dtype=np.float32)
+    for seed in seeds:
+        start[seed.node] += seed.weight
+    start /= start.sum()
+    full = graph.walk(start)
+    mass = full[graph.n_entities :]
+    reached = np.flatnonzero(mass > 0)
+    # Rows are in chunk-id order, so the row is the chunk-id tie-break.
+    order = np.lexsort((reached, -mass[reached]))[:depth]
+    hits = tuple(
+        ArmHit(int(reached[i]), rank, round(float(mass[reached[i]]), SCORE_DECIMALS))
+        for rank, i in enumerate(order, start=1)
+    )
+    return Walk(tuple(seeds), hits, graph, full)
