@@ -105,19 +105,23 @@ class WalkGraph:
         hop keeps them within ``MAX_NODES``; nodes of more than ``MAX_EXPAND_DEGREE`` edges
         are not expanded."""
         indptr = self.adjacency.indptr
-        nodes = np.unique(seeds)
-        frontier = nodes
+        seen = np.zeros(self.adjacency.shape[0], dtype=bool)
+        seen[seeds] = True
+        count, frontier = int(seen.sum()), np.flatnonzero(seen)
         for _ in range(MAX_HOPS):
             degree = indptr[frontier + 1] - indptr[frontier]
             expand = frontier[degree <= MAX_EXPAND_DEGREE]
             if len(expand) == 0:
                 break
-            new = np.setdiff1d(self.adjacency[expand].indices, nodes)
-            if len(new) == 0 or len(nodes) + len(new) > MAX_NODES:
+            fresh = np.zeros_like(seen)
+            fresh[self.adjacency[expand].indices] = True
+            fresh &= ~seen
+            new = np.flatnonzero(fresh)
+            if len(new) == 0 or count + len(new) > MAX_NODES:
                 break
-            nodes = np.union1d(nodes, new)
-            frontier = new
-        return nodes
+            seen |= fresh
+            count, frontier = count + len(new), new
+        return np.flatnonzero(seen)
 
     def walk(self, start: np.ndarray) -> np.ndarray:
         """Mass on every node after ``ITERATIONS`` steps of the walk with restart, run on
