@@ -50,7 +50,9 @@ def split(items: Sequence[Any], parts: int) -> list[list[Any]]:
 _IMPORT_NOISE = ("apitools not found",)
 
 
-class _DropImportNoise(logging.Filter):
+class DropImportNoise(logging.Filter):
+    """Drop the warning Beam logs at import when optional GCP clients are absent."""
+
     def filter(self, record: logging.LogRecord) -> bool:
         return not record.getMessage().startswith(_IMPORT_NOISE)
 
@@ -66,7 +68,7 @@ def _initialize_helper(module: str, name: str, args: tuple[Any, ...]) -> None:
     """
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter("evidex: %(message)s"))
-    handler.addFilter(_DropImportNoise())
+    handler.addFilter(DropImportNoise())
     root = logging.getLogger()
     if not root.handlers:
         root.addHandler(handler)
