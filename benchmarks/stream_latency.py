@@ -1,16 +1,22 @@
 """Streaming latency: from a file landing in the watched input to it being answerable.
 
 Usage:
-    python -m benchmarks.stream_latency [--window 10s] [--files 3] [-- BUILD OPTIONS]
+    python -m benchmarks.stream_latency [--window 10s] [--arrivals 20]
+        [--corpus ../shared/data/scifact/corpus.jsonl --docs 1000]
+        [--arrivals-from ../shared/data/hotpotqa_train100/corpus.jsonl] [-- BUILD OPTIONS]
 
 Starts ``python -m pipelines.stream`` (the default local engine) on a temporary
-directory with one seed document, waits for the first activation, then drops
-``--files`` new documents one at a time; for each it measures the seconds until
-the active bundle's ``retrieve`` returns that document first for a query only it
-answers. Prints each latency and their median.
+directory that holds the first ``--docs`` records of ``--corpus`` as one JSONL file
+(or one small seed document without ``--corpus``), waits for the first activation,
+then drops ``--arrivals`` new documents one at a time, each a record of
+``--arrivals-from`` written as its own ``.txt`` file. For each it measures the
+seconds until the active generation's ``retrieve`` returns that document in the top
+five for its title. Prints each latency, their p50 and p95, the live segments after
+each arrival, and the stream process's resident memory (current and peak) as it goes.
 """
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -19,25 +25,87 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from store.activation import read_active
 from store.models import force_offline
 
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 SEED = "Barn owls hunt at night and locate mice by sound alone."
-NEW = [
-    ("glass.txt", "Glass is made by melting sand with soda ash and lime.", "How is glass made?"),
-    ("rust.txt", "Iron rusts when it reacts with oxygen and water.", "Why does iron rust?"),
-    ("tea.txt", "Green tea is steamed soon after picking.", "How is green tea made?"),
-    ("bees.txt", "Honey bees dance to show where flowers are.", "Why do bees dance?"),
-]  # fmt: skip
 
 
-def answerable(root: str, query: str, doc_id: str, model: object) -> bool:
-    from query import load_bundle, retrieve
+class Reader:
+    """What a serving process does: reopen the bundle when ``ACTIVE`` moves, not per query
+    (opening a SciFact generation takes about a second, which polling would otherwise
+    spend on the stream's cores)."""
 
-    if read_active(root) is None:
-        return False
-    return retrieve(load_bundle(root, model=model), query, k=1)[0].doc_id == doc_id
+    def __init__(self, root: str, model: object) -> None:
+        self._root, self._model = root, model
+        self._active: str | None = None
+        self._bundle: Any = None
+
+    def answerable(self, query: str, doc_id: str) -> bool:
+        from query import load_bundle, retrieve
+
+        active = read_active(self._root)
+        if active is None:
+            return False
+        if active != self._active:
+            self._bundle, self._active = load_bundle(self._root, model=self._model), active
+        return doc_id in {e.doc_id for e in retrieve(self._bundle, query, k=5)}
+
+
+def caught_up(root: str, watch: Path) -> bool:
+    """The stream's last activated listing is the input's current one."""
+    from evidex.refresh import read_state
+
+    state = read_state(root)
+    files = {str(p) for p in watch.iterdir()}
+    return state.get("bundle_id") == read_active(root) and set(state.get("files", {})) == files
+
+
+def live_segments(root: str) -> int:
+    from store.bundles import bundle_path, read_manifest
+
+    active = read_active(root)
+    return len(read_manifest(bundle_path(root, active)).segments) if active else 0
+
+
+def memory_mib(pid: int) -> tuple[float, float]:
+    """Resident and peak resident memory of ``pid`` (MiB), from /proc (0 where absent)."""
+    found = {"VmRSS": 0.0, "VmHWM": 0.0}
+    try:
+        with open(f"/proc/{pid}/status", encoding="utf-8") as handle:
+            for line in handle:
+                key, _, value = line.partition(":")
+                if key in found:
+                    found[key] = float(value.split()[0]) / 1024
+    except OSError:
+        pass
+    return found["VmRSS"], found["VmHWM"]
+
+
+def arrivals(path: str, count: int) -> list[tuple[str, str, str]]:
+    """``count`` records of a BEIR corpus as (file name, text, query = the title)."""
+    chosen = []
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            record: dict[str, Any] = json.loads(line)
+            title = str(record.get("title") or "").strip()
+            if len(title) < 8 or not record.get("text"):
+                continue
+            name = f"arrival-{len(chosen):03d}.txt"
+            chosen.append((name, f"{title}\n\n{record['text']}", title))
+            if len(chosen) == count:
+                break
+    if len(chosen) < count:
+        raise SystemExit(f"{path} has only {len(chosen)} usable records")
+    return chosen
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(share * (len(ordered) - 1))))]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -46,41 +114,90 @@ def main(argv: Sequence[str] | None = None) -> int:
     own = args_in[: args_in.index("--")] if "--" in args_in else args_in
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--window", default="10s", help="stream window")
-    parser.add_argument("--files", type=int, default=3, choices=range(1, len(NEW) + 1))
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per file")
+    parser.add_argument("--arrivals", type=int, default=20, help="documents dropped in turn")
+    parser.add_argument("--corpus", default=None, help="BEIR corpus.jsonl to start from")
+    parser.add_argument(
+        "--docs", type=int, default=1000, help="records of --corpus to index (at most)"
+    )
+    parser.add_argument(
+        "--arrivals-from",
+        default=str(SHARED / "hotpotqa_train100" / "corpus.jsonl"),
+        help="BEIR corpus whose records arrive (titles are the queries)",
+    )
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per wait")
+    parser.add_argument(
+        "--work",
+        default=None,
+        help="working directory (default: a temp dir); reusing one keeps its bundle root, "
+        "so the stream starts from the generation it left",
+    )
     args = parser.parse_args(own)
     force_offline()
     from store.models import load_sentence_transformer, resolve_model
 
     model = load_sentence_transformer(resolve_model(None))
-    work = Path(tempfile.mkdtemp(prefix="evidex-stream-"))
+    work = Path(args.work or tempfile.mkdtemp(prefix="evidex-stream-"))
     watch, root = work / "in", str(work / "root")
-    watch.mkdir()
-    (watch / "owls.txt").write_text(SEED, encoding="utf-8")
+    watch.mkdir(parents=True, exist_ok=True)
+    for stale in watch.glob("arrival-*.txt"):  # a --work reused from an earlier run
+        stale.unlink()
+    indexed = 1
+    if args.corpus:
+        lines = []
+        with open(args.corpus, encoding="utf-8") as src:
+            for line in src:
+                lines.append(line)
+                if len(lines) == args.docs:
+                    break
+        indexed, target = len(lines), watch / "corpus.jsonl"
+        if not target.exists() or target.read_text(encoding="utf-8") != "".join(lines):
+            target.write_text("".join(lines), encoding="utf-8")
+        extra = ["--title_in_text", *extra]
+    else:
+        (watch / "owls.txt").write_text(SEED, encoding="utf-8")
+    incoming = arrivals(args.arrivals_from, args.arrivals)
     command = [sys.executable, "-m", "pipelines.stream", "--input", str(watch), "--root", root,
                "--window", args.window, *extra]  # fmt: skip
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    started = time.monotonic()
     with open(work / "stream.log", "w") as log:
         stream = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
         try:
             deadline = time.monotonic() + args.timeout
-            while read_active(root) is None and time.monotonic() < deadline:
+            while not caught_up(root, watch) and time.monotonic() < deadline:
                 time.sleep(0.5)
+            rss, peak = memory_mib(stream.pid)
+            print(f"caught up with the input after {time.monotonic() - started:.0f} s "
+                  f"(rss {rss:.0f} MiB, peak {peak:.0f} MiB)", flush=True)  # fmt: skip
             latencies = []
-            for name, text, query in NEW[: args.files]:
+            reader = Reader(root, model)
+            for name, text, query in incoming:
                 landed = time.monotonic()
                 (watch / name).write_text(text, encoding="utf-8")
-                while not answerable(root, query, name, model):
+                while not reader.answerable(query, name):
                     if time.monotonic() - landed > args.timeout:
                         raise TimeoutError(f"{name} not answerable after {args.timeout}s")
-                    time.sleep(0.5)
+                    time.sleep(0.25)
                 latencies.append(time.monotonic() - landed)
-                print(f"{name}: answerable {latencies[-1]:.1f} s after landing", flush=True)
+                rss, peak = memory_mib(stream.pid)
+                print(f"{name}: answerable {latencies[-1]:.1f} s after landing; "
+                      f"{live_segments(root)} segments; rss {rss:.0f} MiB, peak {peak:.0f} MiB",
+                      flush=True)  # fmt: skip
         finally:
             stream.kill()
             stream.wait()
-    print(f"median {statistics.median(latencies):.1f} s over {len(latencies)} files "
-          f"(window {args.window}); log: {work / 'stream.log'}")  # fmt: skip
+    summary = {
+        "docs": indexed,
+        "window": args.window,
+        "arrivals": len(latencies),
+        "p50_s": round(statistics.median(latencies), 1),
+        "p95_s": round(percentile(latencies, 0.95), 1),
+        "max_s": round(max(latencies), 1),
+        "peak_rss_mib": round(peak),
+        "load_average": os.getloadavg(),
+    }
+    print(json.dumps(summary), flush=True)
+    print(f"log: {work / 'stream.log'}")
     return 0
 
 

@@ -668,13 +668,16 @@ def build_parser() -> argparse.ArgumentParser:
     _add_build(sub)
     p = sub.add_parser(
         "stream",
-        help="watch an input and publish a validated delta bundle per window",
+        help="watch an input and publish a validated segment per window",
         description="Watch INPUT (a local timer by default; Beam's continuous file matching "
-        "with --engine beam); for each window in which files are present, build a delta "
-        "bundle of the input's current state "
-        "(new/changed documents processed, unchanged reused, vanished ones deleted), "
-        "validate it and activate it only if it passes. Prints one line per window. Any "
-        "other option is passed to each window's build (e.g. --knowledge=false).",
+        "with --engine beam); for each window in which files are present, refresh the "
+        "active generation to the input's current state: only files whose size or "
+        "modification time changed are read, their new and changed documents become one "
+        "new segment, documents of vanished files are deleted, and the rest stay where "
+        "they are unread. The generation is validated and activated only if it passes, and "
+        "compacted when the merge policy calls for it; models stay loaded between windows. "
+        "Prints one line per window. Any other option is passed to each window's build "
+        "(e.g. --knowledge=false).",
     )
     p.add_argument("--input", required=True, help="directory, file or glob to watch")
     p.add_argument("--window", default="5m", help="window length, e.g. 30s, 5m (default 5m)")

@@ -8,9 +8,11 @@ are gone. A refresh whose build or validation fails leaves ``ACTIVE`` as it was,
 and the same documents are tried again next time (nothing is marked done until
 a bundle holding them is active).
 
-State: ``<root>/stream_state.json`` keeps the fingerprint of the input listing
-(path, size, modification time) behind the active bundle, so an unchanged input
-costs one listing, not a build. It is written atomically after activation.
+State: ``<root>/stream_state.json`` keeps the input listing (path, size,
+modification time of each file) behind the active bundle and its fingerprint, so an
+unchanged input costs one listing, not a build, and a refresh reads only the files
+whose size or modification time changed (the documents of the others are kept
+unread). It is written atomically after activation.
 """
 
 import hashlib
@@ -53,17 +55,32 @@ class RefreshResult(NamedTuple):
         )
 
 
-def listing_fingerprint(pattern: str) -> tuple[str, int]:
-    """sha256 over the sorted (path, size, mtime) of every file matching ``pattern``."""
+def listing(pattern: str) -> dict[str, list[float]]:
+    """Every file matching ``pattern``: path -> [size, modification time]."""
     from apache_beam.io.filesystems import FileSystems
 
     from transforms.ingest import pattern_and_root
 
     glob, _ = pattern_and_root(pattern)
     metadata = FileSystems.match([glob])[0].metadata_list
-    rows = sorted((m.path, m.size_in_bytes, round(m.last_updated_in_seconds, 3)) for m in metadata)
-    digest = hashlib.sha256(json.dumps(rows).encode("utf-8")).hexdigest()
-    return digest, len(rows)
+    return {m.path: [m.size_in_bytes, round(m.last_updated_in_seconds, 3)] for m in metadata}
+
+
+def fingerprint(files: dict[str, list[float]]) -> str:
+    """sha256 over the sorted (path, size, mtime) of a :func:`listing`."""
+    rows = sorted((path, *stat) for path, stat in files.items())
+    return hashlib.sha256(json.dumps(rows).encode("utf-8")).hexdigest()
+
+
+def untouched_files(
+    state: dict[str, Any], active: str | None, files: dict[str, list[float]]
+) -> frozenset[str]:
+    """The files listed with the same size and modification time as in the listing
+    behind the active generation (none when the state is not that generation's)."""
+    if not active or state.get("bundle_id") != active:
+        return frozenset()
+    before = state.get("files") or {}
+    return frozenset(path for path, stat in files.items() if before.get(path) == stat)
 
 
 def read_state(root: str) -> dict[str, Any]:
@@ -96,12 +113,16 @@ def refresh(input_pattern: str, root: str | None, build_args: Sequence[str] = ()
     root = resolve_root(root)
     if not storage.is_remote(root):
         os.makedirs(root, exist_ok=True)
-    fingerprint, seen = listing_fingerprint(input_pattern)
+    files = listing(input_pattern)
+    digest, seen = fingerprint(files), len(files)
     state, active = read_state(root), read_active(root)
-    if active and state.get("listing") == fingerprint and state.get("bundle_id") == active:
+    if active and state.get("listing") == digest and state.get("bundle_id") == active:
         return RefreshResult("unchanged", active, seen, 0, 0, 0, 0, "", 0.0)
     try:
-        built = run(["--input", input_pattern, "--root", root, *build_args])
+        built = run(
+            ["--input", input_pattern, "--root", root, *build_args],
+            untouched_files=untouched_files(state, active, files),
+        )
     except (BuildFailedError, OSError, RuntimeError, ValueError) as exc:
         return RefreshResult(
             "failed", None, seen, 0, 0, 0, 0, f"build: {exc}", time.monotonic() - started
@@ -134,10 +155,10 @@ def refresh(input_pattern: str, root: str | None, build_args: Sequence[str] = ()
         return RefreshResult(
             "refused", built.bundle_id, seen, *counts, str(exc), time.monotonic() - started
         )
-    write_state(root, {"listing": fingerprint, "bundle_id": built.bundle_id})
+    write_state(root, {"listing": digest, "bundle_id": built.bundle_id, "files": files})
     active_now, note = compact_if_due(root, built.bundle_id, built.manifest, build_args)
     if active_now != built.bundle_id:
-        write_state(root, {"listing": fingerprint, "bundle_id": active_now})
+        write_state(root, {"listing": digest, "bundle_id": active_now, "files": files})
     return RefreshResult("activated", active_now, seen, *counts, note, time.monotonic() - started)
 
 

@@ -16,9 +16,9 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import apache_beam as beam
@@ -68,7 +68,7 @@ from store.segments import (
 )
 from store.staging import discard, heartbeat
 from transforms.chunk import ChunkDocuments
-from transforms.delta import CHANGED, UNCHANGED, SplitByDelta, reusable_parent
+from transforms.delta import CHANGED, DUPLICATE, UNCHANGED, SplitByDelta, reusable_parent
 from transforms.embed import EmbedChunks
 from transforms.ingest import ReadDocuments, count_matches, pattern_and_root
 from transforms.knowledge_update import KNOWLEDGE_STATE
@@ -197,6 +197,12 @@ class ParentBundle:
     knowledge: KnowledgeState | None = None
     """Set when a refresh may update the parent's knowledge layer instead of recomputing
     it: the parent has one, built with this build's knowledge settings."""
+    untouched: dict[str, str] = field(default_factory=dict)
+    """Live documents (id -> source file) read from files that have not changed since the
+    parent was built (see ``run``'s ``untouched_files``): kept without being read."""
+    read_files: tuple[str, ...] | None = None
+    """The input files to read (``None``: every match of the input), when some are
+    untouched."""
 
     @property
     def states(self) -> list[tuple[str, str]]:
@@ -230,13 +236,21 @@ def assemble(
     else:
         pattern, root = pattern_and_root(config.input)
         read = pipeline | "ReadDocuments" >> ReadDocuments(
-            pattern, root=root, config=config.ingest, sidecar=sidecar
+            pattern,
+            root=root,
+            config=config.ingest,
+            sidecar=sidecar,
+            files=parent.read_files if parent is not None else None,
         )
-    documents = read[GOOD]
+    documents, read_bad = read[GOOD], read[BAD]
     kept, update = None, None
     if parent is not None:
-        delta = documents | "Delta" >> SplitByDelta(parent.states)
+        delta = documents | "Delta" >> SplitByDelta(
+            [s for s in parent.states if s[0] not in parent.untouched],
+            untouched=parent.untouched,
+        )
         documents = delta[CHANGED]
+        read_bad = (read_bad, delta[DUPLICATE]) | "IngestDeadLetters" >> beam.Flatten()
         _ = delta[UNCHANGED] | "WriteUnchangedIds" >> WriteTable(
             storage.join(staging, UNCHANGED_IDS),
             to_table=lambda ids: pa.table({"doc_id": pa.array(ids, type=pa.string())}),
@@ -276,7 +290,7 @@ def assemble(
         )
     write_segment(documents, all_embedded, staging=staging, config=config, model=model)
     join = storage.join
-    dead_letters = dict(zip(STAGES, (read[BAD], chunked[BAD], embedded[BAD]), strict=True))
+    dead_letters = dict(zip(STAGES, (read_bad, chunked[BAD], embedded[BAD]), strict=True))
     _ = dead_letters | "WriteFailures" >> WriteTables(
         {stage: join(staging, bundles.FAILURES_DIR, f"{stage}.parquet") for stage in STAGES},
         to_table=lambda rows: records_table(rows, DEAD_LETTER_SCHEMA),
@@ -346,12 +360,21 @@ def _check_bad_ratio(
     )
 
 
-def run(argv: Sequence[str] | None = None, *, bundle_id: str | None = None) -> BuildResult:
+def run(
+    argv: Sequence[str] | None = None,
+    *,
+    bundle_id: str | None = None,
+    untouched_files: Collection[str] = (),
+) -> BuildResult:
     """Build and stage a bundle, then publish it under ``bundles/<id>``.
 
     Args:
         argv: evidex build options plus any Beam pipeline options.
         bundle_id: override the time-based id (tests).
+        untouched_files: input files (as the input's listing names them) known to be
+            unchanged since the active generation was built: on a refresh, their live
+            documents are kept without reading the files (the stream passes the files
+            whose path, size and modification time are those of its last listing).
 
     Raises:
         BuildFailedError: bad input past the threshold, or a pipeline failure.
@@ -394,6 +417,7 @@ def run(argv: Sequence[str] | None = None, *, bundle_id: str | None = None) -> B
                 bundle_id=bundle_id,
                 sidecar=sidecar,
                 encoder_model=loaded if opts.query_encoder_artifact else None,
+                untouched_files=frozenset(untouched_files),
             )
         except BaseException:
             discard(root, bundle_id, keep_failures=opts.keep_failed)
@@ -412,6 +436,7 @@ def _build(
     bundle_id: str,
     sidecar: dict[str, dict[str, Any]] | None,
     encoder_model: Any = None,
+    untouched_files: frozenset[str] = frozenset(),
 ) -> Manifest:
     """Run the pipeline into ``staging``, check its dead letters and write the manifest
     (with the query encoder exported from ``encoder_model``, when given)."""
@@ -420,6 +445,8 @@ def _build(
         os.makedirs(os.path.join(staging, bundles.FAILURES_DIR), exist_ok=True)
     active = read_active(root)
     parent = _delta_parent(root, active, config, model) if opts.delta else None
+    if parent is not None and untouched_files and not sidecar and config.input != STDLIB_CORPUS:
+        parent = _skip_untouched(parent, config.input, untouched_files)
     logger.info(
         "building bundle %s from %s into %s%s",
         bundle_id,
@@ -536,6 +563,27 @@ def _delta_parent(
             active,
         )
     return ParentBundle(active, path, segments, live, knowledge)
+
+
+def _skip_untouched(
+    parent: ParentBundle, input_path: str, untouched_files: frozenset[str]
+) -> ParentBundle:
+    """``parent`` with the live documents of ``untouched_files`` kept unread, and the
+    input's other files as the ones to read."""
+    from apache_beam.io.filesystems import FileSystems
+
+    untouched = {d: doc.source for d, doc in parent.live.items() if doc.source in untouched_files}
+    pattern, _ = pattern_and_root(input_path)
+    files = [m.path for m in FileSystems.match([pattern])[0].metadata_list]
+    to_read = tuple(sorted(f for f in files if f not in untouched_files))
+    logger.info(
+        "%d of %d input files unchanged since %s: %d documents kept without reading",
+        len(files) - len(to_read),
+        len(files),
+        parent.bundle_id,
+        len(untouched),
+    )
+    return replace(parent, untouched=untouched, read_files=to_read)
 
 
 def _unchanged_ids(local: str, staging: str) -> set[str]:

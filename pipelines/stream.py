@@ -36,6 +36,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from apache_beam.transforms import window
 
 from evidex.refresh import refresh
+from store.models import keep_models_loaded
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +88,9 @@ class _RefreshFn(beam.DoFn):
         self._input = input_pattern
         self._root = root
         self._build_args = build_args
+
+    def setup(self) -> None:
+        keep_models_loaded()  # the worker's windows share one load of each model
 
     def process(self, element: Any, win: Any = beam.DoFn.WindowParam) -> Iterator[str]:
         # The window's listings only say "the input was seen"; the refresh re-lists the
@@ -148,6 +152,7 @@ def run_loop(
     Windows are aligned to multiples of ``window_seconds``; a refresh that takes
     longer than a window delays the next one (windows never overlap).
     """
+    keep_models_loaded()  # every window's pipeline reuses the models the first loaded
     deadline = clock.time() + stop_after if stop_after else None
     windows = 0
     while deadline is None or clock.time() < deadline:

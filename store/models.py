@@ -11,6 +11,7 @@ import logging
 import os
 import threading
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from schemas.manifest import ModelFingerprint
@@ -59,12 +60,52 @@ def resolve_model(name_or_path: str | None) -> str:
     return os.path.abspath(expanded) if os.path.isdir(expanded) else name_or_path
 
 
+_KEPT: dict[tuple[str, str], Any] = {}
+_KEPT_LOCK = threading.Lock()
+_keep = False
+
+
+def keep_models_loaded(keep: bool = True) -> None:
+    """Keep every model this process loads (embedding model, spaCy pipeline) for the
+    process's lifetime, so the next pipeline run in it reuses them.
+
+    For long-running processes that run one pipeline after another, such as the stream's
+    windows: without it each window's transforms load their models again (Beam's
+    ``Shared`` keeps a model only while some transform holds it). Pipelines in a kept
+    process must run their transforms one thread at a time (the DirectRunner's default),
+    as a Hugging Face tokenizer must not be used from two threads at once.
+    """
+    global _keep
+    with _KEPT_LOCK:
+        _keep = keep
+        if not keep:
+            _KEPT.clear()
+
+
+def kept_model(kind: str, name: str, load: Callable[[], Any]) -> Any:
+    """``load()``, or the model of that kind and name this process already keeps
+    (see :func:`keep_models_loaded`); without keeping, always ``load()``."""
+    if not _keep:
+        return load()
+    with _KEPT_LOCK:
+        if (kind, name) not in _KEPT:
+            _KEPT[(kind, name)] = load()
+        return _KEPT[(kind, name)]
+
+
 def load_sentence_transformer(name_or_path: str) -> "SentenceTransformer":
-    """Load a sentence-transformers model on the CPU from local files only.
+    """Load a sentence-transformers model on the CPU from local files only (once per
+    process while :func:`keep_models_loaded` is on).
 
     Raises:
         ModelNotAvailableError: the model is neither a local folder nor in the local cache.
     """
+    return kept_model(
+        "sentence-transformers", str(name_or_path), lambda: _load_sentence_transformer(name_or_path)
+    )
+
+
+def _load_sentence_transformer(name_or_path: str) -> "SentenceTransformer":
     force_offline()
     from sentence_transformers import SentenceTransformer
 

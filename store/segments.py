@@ -247,14 +247,24 @@ def document_state(row: Any) -> str:
 def segment_ids(segment: Segment) -> tuple[list[str], list[str], list[str], list[str]]:
     """The segment's document ids, their states (:func:`document_state`), its chunk ids
     and each chunk's document id (all rows, deleted or not), read from its tables."""
+    docs, chunk_ids, chunk_docs = _segment_rows(segment)
+    return [d["doc_id"] for d in docs], [document_state(d) for d in docs], chunk_ids, chunk_docs
+
+
+def _segment_rows(segment: Segment) -> tuple[list[dict[str, Any]], list[str], list[str]]:
     docs = read_columns(storage.join(segment.path, DOCUMENTS), list(DOCUMENT_FIELDS)).to_pylist()
     chunks = read_columns(storage.join(segment.path, CHUNKS), ["chunk_id", "doc_id"])
-    return (
-        [d["doc_id"] for d in docs],
-        [document_state(d) for d in docs],
-        chunks["chunk_id"].to_pylist(),
-        chunks["doc_id"].to_pylist(),
-    )
+    return docs, chunks["chunk_id"].to_pylist(), chunks["doc_id"].to_pylist()
+
+
+def source_file(source_uri: str) -> str:
+    """The file a document was read from: its source without a JSONL line (``#L<n>``).
+
+    Example:
+        >>> source_file("/data/corpus.jsonl#L12")
+        '/data/corpus.jsonl'
+    """
+    return _LINE.sub("", source_uri)
 
 
 class LiveDocument(NamedTuple):
@@ -265,6 +275,8 @@ class LiveDocument(NamedTuple):
     """Index of the segment holding it, in the generation's list."""
     state: str
     """:func:`document_state` of its row."""
+    source: str = ""
+    """The file it was read from (:func:`source_file`)."""
 
 
 def live_revisions(segments: Sequence[Segment]) -> dict[str, LiveDocument]:
@@ -276,10 +288,11 @@ def live_revisions(segments: Sequence[Segment]) -> dict[str, LiveDocument]:
     """
     live: dict[str, LiveDocument] = {}
     for position, segment in enumerate(segments):
-        doc_ids, states, chunk_ids, _ = segment_ids(segment)
+        docs, chunk_ids, _ = _segment_rows(segment)
+        doc_ids = [d["doc_id"] for d in docs]
         check_deletions(segment, doc_ids, chunk_ids)
         deleted = segment.deleted_documents
-        for doc_id, state in zip(doc_ids, states, strict=True):
+        for doc_id, row in zip(doc_ids, docs, strict=True):
             if doc_id in deleted:
                 continue
             if doc_id in live:
@@ -288,5 +301,7 @@ def live_revisions(segments: Sequence[Segment]) -> dict[str, LiveDocument]:
                     f"({segments[live[doc_id].position].ref.bundle_id} and "
                     f"{segment.ref.bundle_id})"
                 )
-            live[doc_id] = LiveDocument(state.split(":", 1)[0], position, state)
+            live[doc_id] = LiveDocument(
+                row["revision"], position, document_state(row), source_file(row["source_uri"])
+            )
     return live

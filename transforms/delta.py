@@ -19,7 +19,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 
-from schemas import Document
+from schemas import DeadLetter, Document
 from store.segments import document_state
 from transforms.tags import typed
 
@@ -29,8 +29,12 @@ CHANGED = "changed"
 UNCHANGED = "unchanged"
 
 
+DUPLICATE = "duplicate"
+
+
 class _SplitFn(beam.DoFn):
-    def __init__(self) -> None:
+    def __init__(self, untouched: dict[str, str]) -> None:
+        self._untouched = untouched
         self._changed = Metrics.counter("delta", "documents_changed")
         self._unchanged = Metrics.counter("delta", "documents_unchanged")
 
@@ -38,7 +42,14 @@ class _SplitFn(beam.DoFn):
         _, grouped = item
         parent = set(grouped["parent"])
         for doc in grouped["docs"]:
-            if document_state(doc) in parent:
+            if doc.doc_id in self._untouched:
+                # The id is live from a file that did not change: that document stays.
+                kept = self._untouched[doc.doc_id]
+                message = f"duplicate id; kept {kept}, dropped {doc.source_uri}"
+                yield TaggedOutput(
+                    DUPLICATE, DeadLetter("ingest", doc.doc_id, "duplicate_id", message)
+                )
+            elif document_state(doc) in parent:
                 self._unchanged.inc()
                 yield TaggedOutput(UNCHANGED, doc.doc_id)
             else:
@@ -50,18 +61,27 @@ class SplitByDelta(beam.PTransform):
     """Split documents against the parent generation's live document states.
 
     Example:
-        >>> out = docs | SplitByDelta(parent_revisions)
+        >>> out = docs | SplitByDelta(parent_revisions, untouched={"a": "/in/a.txt"})
         >>> out["changed"]      # PCollection[Document] for the new segment
         >>> out["unchanged"]    # PCollection[str]: ids of documents kept where they are
+        >>> out["duplicate"]    # PCollection[DeadLetter]: ids an untouched file holds
 
     Args:
         parent_revisions: ``(doc_id, state)`` pairs live in the parent generation (see
             :func:`store.segments.document_state`).
+        untouched: live documents kept without being read (their files did not change),
+            each with its source file: they are unchanged, and a read document with one
+            of their ids is a duplicate, dead-lettered (the untouched one stays: a refresh
+            does not reread it to compare, where a full build keeps the record with the
+            smaller source).
     """
 
-    def __init__(self, parent_revisions: list[tuple[str, str]]) -> None:
+    def __init__(
+        self, parent_revisions: list[tuple[str, str]], *, untouched: dict[str, str] | None = None
+    ) -> None:
         super().__init__()
         self._revisions = sorted(parent_revisions)
+        self._untouched = dict(untouched or {})
 
     def expand(self, docs: beam.PCollection) -> Any:
         pipeline = docs.pipeline
@@ -75,9 +95,21 @@ class SplitByDelta(beam.PTransform):
             }
             | "JoinParent" >> beam.CoGroupByKey()
             | "SplitChangedUnchanged"
-            >> beam.ParDo(_SplitFn()).with_outputs(UNCHANGED, main=CHANGED)
+            >> beam.ParDo(_SplitFn(self._untouched)).with_outputs(
+                UNCHANGED, DUPLICATE, main=CHANGED
+            )
         )
-        return {CHANGED: typed(split[CHANGED], Document), UNCHANGED: split[UNCHANGED]}
+        unchanged = split[UNCHANGED]
+        if self._untouched:
+            kept = pipeline | "UntouchedIds" >> beam.Create(
+                sorted(self._untouched), reshuffle=False
+            )
+            unchanged = (unchanged, kept) | "AllUnchanged" >> beam.Flatten()
+        return {
+            CHANGED: typed(split[CHANGED], Document),
+            UNCHANGED: unchanged,
+            DUPLICATE: typed(split[DUPLICATE], DeadLetter),
+        }
 
 
 def reusable_parent(parent_manifest: Any, *, config: Any, model: Any) -> bool:

@@ -62,7 +62,8 @@ class Parser(NamedTuple):
 
 
 def load_parser(name: str) -> Parser:
-    """Load a spaCy pipeline for extraction; its lemmatizer runs only where asked.
+    """Load a spaCy pipeline for extraction (once per process while
+    :func:`store.models.keep_models_loaded` is on); its lemmatizer runs only where asked.
 
     Extraction needs the lemmas of a few verbs and prepositions per sentence, so
     the lemmatizer is disabled in the pipeline and applied to those tokens only
@@ -74,6 +75,12 @@ def load_parser(name: str) -> Parser:
     Raises:
         ImportError: the pipeline is not installed (see :func:`load_spacy`).
     """
+    from store.models import kept_model
+
+    return kept_model("spacy-parser", name, lambda: _load_parser(name))
+
+
+def _load_parser(name: str) -> Parser:
     from algorithms.attribute_rules import use_compiled_rules  # imports spaCy
 
     nlp = load_spacy(name)

@@ -10,7 +10,7 @@ import logging
 import os
 import posixpath
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import IO, Any
 
 import apache_beam as beam
@@ -323,6 +323,8 @@ class ReadDocuments(beam.PTransform):
         root: directory that source ids are relative to.
         config: ingest options.
         sidecar: per-document metadata keyed by source id (see :mod:`transforms.sidecar`).
+        files: read only these files (paths as the pattern's listing names them) instead
+            of every match of ``pattern``; a refresh passes the files that changed.
     """
 
     def __init__(
@@ -332,6 +334,7 @@ class ReadDocuments(beam.PTransform):
         root: str,
         config: IngestConfig,
         sidecar: dict[str, dict[str, Any]] | None = None,
+        files: Sequence[str] | None = None,
     ) -> None:
         super().__init__()
         if not pattern:
@@ -340,14 +343,22 @@ class ReadDocuments(beam.PTransform):
         self._root = root
         self._config = config
         self._sidecar = dict(sidecar or {})
+        self._files = None if files is None else sorted(files)
 
     def expand(self, pbegin: PBegin) -> Any:
-        parsed = (
-            pbegin
-            | "MatchFiles"
-            >> fileio.MatchFiles(
+        if self._files is None:
+            matched = pbegin | "MatchFiles" >> fileio.MatchFiles(
                 self._pattern, empty_match_treatment=fileio.EmptyMatchTreatment.ALLOW
             )
+        else:
+            matched = (
+                pbegin
+                | "ChangedFiles" >> beam.Create(self._files, reshuffle=False)
+                | "MatchChanged"
+                >> fileio.MatchAll(empty_match_treatment=fileio.EmptyMatchTreatment.ALLOW)
+            )
+        parsed = (
+            matched
             | "ReadMatches" >> fileio.ReadMatches()
             | "ParseFiles"
             >> beam.ParDo(

@@ -35,3 +35,20 @@ def test_adding_a_token_changes_the_digest_of_the_same_object():
     before = tokenizer_digest(tokenizer)
     tokenizer.add_tokens(["evidexnewtoken"])
     assert tokenizer_digest(tokenizer) != before
+
+
+def test_kept_models_are_loaded_once_per_process_and_only_while_kept():
+    loads = []
+
+    def load():
+        loads.append(1)
+        return object()
+
+    try:
+        models.keep_models_loaded()
+        first = models.kept_model("test", "x", load)
+        assert models.kept_model("test", "x", load) is first and len(loads) == 1
+        assert models.kept_model("test", "y", load) is not first and len(loads) == 2
+    finally:
+        models.keep_models_loaded(False)
+    assert models.kept_model("test", "x", load) is not first and len(loads) == 3
