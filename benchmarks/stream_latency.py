@@ -13,6 +13,8 @@ then drops ``--arrivals`` new documents one at a time, each a record of
 seconds until the active generation's ``retrieve`` returns that document in the top
 five for its title. Prints each latency, their p50 and p95, the live segments after
 each arrival, and the stream process's resident memory (current and peak) as it goes.
+With ``--steady 600`` it drops one document per second for ten minutes instead, then
+waits until every one is live, and reports the live segments and the memory.
 """
 
 import argparse
@@ -103,6 +105,54 @@ def arrivals(path: str, count: int) -> list[tuple[str, str, str]]:
     return chosen
 
 
+def live_ids(root: str) -> set[str]:
+    from store.bundles import bundle_path, read_manifest
+    from store.segments import live_revisions, open_segments
+
+    active = read_active(root)
+    if active is None:
+        return set()
+    path = bundle_path(root, active)
+    return set(live_revisions(open_segments(path, read_manifest(path), verify=False)))
+
+
+def steady(
+    seconds: float,
+    incoming: list[tuple[str, str, str]],
+    watch: Path,
+    root: str,
+    pid: int,
+    timeout: float,
+) -> dict[str, Any]:
+    """One arrival per second for ``seconds``, then wait until all are live."""
+    started, segments, at_two = time.monotonic(), 0, None
+    for number, (name, text, _) in enumerate(incoming):
+        time.sleep(max(0.0, started + number - time.monotonic()))
+        (watch / name).write_text(text, encoding="utf-8")
+        if number % 10 == 0:
+            segments = max(segments, live_segments(root))
+        if at_two is None and time.monotonic() - started >= 120:
+            at_two = memory_mib(pid)
+    last = time.monotonic()
+    names = {name for name, _, _ in incoming}
+    while not names <= live_ids(root) and time.monotonic() - last < timeout:
+        segments = max(segments, live_segments(root))
+        time.sleep(1)
+    missing = names - live_ids(root)
+    rss, peak = memory_mib(pid)
+    return {
+        "arrivals": len(incoming),
+        "seconds": seconds,
+        "missing_after_wait": len(missing),
+        "all_live_s_after_last": round(time.monotonic() - last, 1),
+        "max_live_segments": segments,
+        "rss_mib_minute_2": round((at_two or (0.0, 0.0))[0]),
+        "rss_mib_end": round(rss),
+        "peak_rss_mib": round(peak),
+        "load_average": os.getloadavg(),
+    }
+
+
 def percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(share * (len(ordered) - 1))))]
@@ -125,6 +175,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="BEIR corpus whose records arrive (titles are the queries)",
     )
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per wait")
+    parser.add_argument(
+        "--steady",
+        type=float,
+        default=None,
+        help="instead of one arrival at a time, drop one document per second for this many "
+        "seconds, then wait until every one is live; reports the live segments and the "
+        "stream's memory at minute 2 and at the end",
+    )
     parser.add_argument(
         "--work",
         default=None,
@@ -155,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         extra = ["--title_in_text", *extra]
     else:
         (watch / "owls.txt").write_text(SEED, encoding="utf-8")
-    incoming = arrivals(args.arrivals_from, args.arrivals)
+    incoming = arrivals(args.arrivals_from, int(args.steady) if args.steady else args.arrivals)
     command = [sys.executable, "-m", "pipelines.stream", "--input", str(watch), "--root", root,
                "--window", args.window, *extra]  # fmt: skip
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -169,6 +227,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             rss, peak = memory_mib(stream.pid)
             print(f"caught up with the input after {time.monotonic() - started:.0f} s "
                   f"(rss {rss:.0f} MiB, peak {peak:.0f} MiB)", flush=True)  # fmt: skip
+            if args.steady:
+                summary = steady(args.steady, incoming, watch, root, stream.pid, args.timeout)
+                print(json.dumps({"docs": indexed, "window": args.window, **summary}), flush=True)
+                return 0
             latencies = []
             reader = Reader(root, model)
             for name, text, query in incoming:
