@@ -245,10 +245,7 @@ def assemble(
     documents, read_bad = read[GOOD], read[BAD]
     kept, update = None, None
     if parent is not None:
-        delta = documents | "Delta" >> SplitByDelta(
-            [s for s in parent.states if s[0] not in parent.untouched],
-            untouched=parent.untouched,
-        )
+        delta = documents | "Delta" >> SplitByDelta(parent.states, untouched=parent.untouched)
         documents = delta[CHANGED]
         read_bad = (read_bad, delta[DUPLICATE]) | "IngestDeadLetters" >> beam.Flatten()
         _ = delta[UNCHANGED] | "WriteUnchangedIds" >> WriteTable(

@@ -21,14 +21,13 @@ from apache_beam.pvalue import TaggedOutput
 
 from schemas import DeadLetter, Document
 from store.segments import document_state
+from transforms.ingest import duplicate_letter
 from transforms.tags import typed
 
 logger = logging.getLogger(__name__)
 
 CHANGED = "changed"
 UNCHANGED = "unchanged"
-
-
 DUPLICATE = "duplicate"
 
 
@@ -45,10 +44,7 @@ class _SplitFn(beam.DoFn):
             if doc.doc_id in self._untouched:
                 # The id is live from a file that did not change: that document stays.
                 kept = self._untouched[doc.doc_id]
-                message = f"duplicate id; kept {kept}, dropped {doc.source_uri}"
-                yield TaggedOutput(
-                    DUPLICATE, DeadLetter("ingest", doc.doc_id, "duplicate_id", message)
-                )
+                yield TaggedOutput(DUPLICATE, duplicate_letter(doc.doc_id, kept, doc.source_uri))
             elif document_state(doc) in parent:
                 self._unchanged.inc()
                 yield TaggedOutput(UNCHANGED, doc.doc_id)
@@ -70,7 +66,8 @@ class SplitByDelta(beam.PTransform):
         parent_revisions: ``(doc_id, state)`` pairs live in the parent generation (see
             :func:`store.segments.document_state`).
         untouched: live documents kept without being read (their files did not change),
-            each with its source file: they are unchanged, and a read document with one
+            each with its source file: they are unchanged (their pairs in
+            ``parent_revisions`` are not needed), and a read document with one
             of their ids is a duplicate, dead-lettered (the untouched one stays: a refresh
             does not reread it to compare, where a full build keeps the record with the
             smaller source).
@@ -80,8 +77,8 @@ class SplitByDelta(beam.PTransform):
         self, parent_revisions: list[tuple[str, str]], *, untouched: dict[str, str] | None = None
     ) -> None:
         super().__init__()
-        self._revisions = sorted(parent_revisions)
         self._untouched = dict(untouched or {})
+        self._revisions = sorted(r for r in parent_revisions if r[0] not in self._untouched)
 
     def expand(self, docs: beam.PCollection) -> Any:
         pipeline = docs.pipeline

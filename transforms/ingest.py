@@ -289,14 +289,20 @@ class _ParseFileFn(beam.DoFn):
                     yield TaggedOutput(BAD, DeadLetter(STAGE, record_id, exc.error_type, str(exc)))
 
 
+def duplicate_letter(doc_id: str, kept: str, dropped: str) -> DeadLetter:
+    """The dead letter of a document dropped because ``kept`` already holds its id."""
+    return DeadLetter(
+        STAGE, doc_id, "duplicate_id", f"duplicate id; kept {kept}, dropped {dropped}"
+    )
+
+
 def _resolve_duplicates(item: tuple[str, Iterable[Document]]) -> Iterator[Any]:
     """Keep one document per id (the smallest source URI); dead-letter the rest."""
     doc_id, docs = item
     ordered = sorted(docs, key=lambda d: (d.source_uri, d.revision))
     yield ordered[0]
     for dup in ordered[1:]:
-        message = f"duplicate id; kept {ordered[0].source_uri}, dropped {dup.source_uri}"
-        yield TaggedOutput(BAD, DeadLetter(STAGE, doc_id, "duplicate_id", message))
+        yield TaggedOutput(BAD, duplicate_letter(doc_id, ordered[0].source_uri, dup.source_uri))
 
 
 class DedupeDocuments(beam.PTransform):
