@@ -189,7 +189,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     bundle_id = args.bundle or _newest_bundle(root)
     path = local_bundle(root, bundle_id)  # a cached copy when the root is an object store
     report = validate_bundle(
-        path, regression=read_cases(root), locate=lambda other: local_bundle(root, other)
+        path,
+        regression=read_cases(root),
+        locate=lambda other: local_bundle(root, other),
+        every_row=args.every_row,
     )
     store_validation_report(root, bundle_id, path)
     failed = report.failed()
@@ -728,9 +731,17 @@ def build_parser() -> argparse.ArgumentParser:
         "validate",
         help="run the validation gate on a bundle",
         description="Run the Great Expectations suites and ANN qualification on "
-        "a bundle and write validation.json into it. Exits 1 if any check fails.",
+        "a bundle and write validation.json into it. Exits 1 if any check fails. "
+        "A refresh's knowledge tables are checked row by row where they changed since "
+        "its validated parent, and by reference on every row.",
     )
     p.add_argument("bundle", nargs="?", help="bundle id (default: the newest bundle)")
+    p.add_argument(
+        "--every-row",
+        dest="every_row",
+        action="store_true",
+        help="check every knowledge row, not only those changed since the parent",
+    )
     _root_arg(p)
     _json_arg(p)
     p = sub.add_parser(

@@ -13,6 +13,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict
 
 from store.activation import validation_state
@@ -37,8 +40,8 @@ from store.bundles import (
 )
 from store.config import ACCESS_CLASSES, SEARCH_EXPANSION, SOURCE_ROLES
 from store.regression import RegressionCase
-from store.segments import Locate, Segment, live_revisions, open_segments
-from validation import frames, knowledge, suites
+from store.segments import Locate, Segment, live_revisions, open_segments, sibling_locator
+from validation import frames, increments, knowledge, suites
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +71,11 @@ class ValidationReport(BaseModel):
     manifest_sha256: str
     passed: bool
     checks: list[CheckResult]
+    compared_with: str | None = None
+    """The validated parent generation whose knowledge rows were not checked again
+    where unchanged (``None``: every row was checked)."""
+    knowledge_rows_checked: dict[str, list[int]] | None = None
+    """Per knowledge table, ``[rows the suite saw, rows in the table]``."""
 
     def failed(self) -> list[CheckResult]:
         return [c for c in self.checks if not c.success]
@@ -212,6 +220,7 @@ def validate_bundle(
     regression: list[RegressionCase] | None = None,
     write: bool = True,
     locate: Locate | None = None,
+    every_row: bool = False,
 ) -> ValidationReport:
     """Validate the bundle at ``path`` and (by default) write ``validation.json`` into it.
 
@@ -222,6 +231,8 @@ def validate_bundle(
         regression: frozen queries that must find their documents (the root's suite).
         write: write the report into the bundle.
         locate: where the bundles holding its other segments are (default: beside it).
+        every_row: check every knowledge row by row, not only the rows changed since
+            the validated parent generation (see :mod:`validation.increments`).
 
     Raises:
         BundleError: the manifest is missing or unreadable (nothing to validate).
@@ -230,6 +241,7 @@ def validate_bundle(
     allowed = sorted(access_classes)
     checks: list[CheckResult] = []
     segments: list[Segment] = []
+    counted: dict[str, Any] = {}
     try:
         verify_files(path, manifest)
         verify_index_headers(path, manifest)
@@ -248,6 +260,8 @@ def validate_bundle(
             allowed,
             sorted(source_roles),
             segments,
+            None if every_row else locate or sibling_locator(path),
+            counted,
         )
         if regression and all(c.success for c in checks):
             checks += regression_checks(path, regression)
@@ -256,6 +270,8 @@ def validate_bundle(
         manifest_sha256=manifest_sha256(path),
         passed=all(c.success for c in checks),
         checks=checks,
+        compared_with=counted.pop("compared_with", None),
+        knowledge_rows_checked=counted or None,
     )
     if write:
         with open(os.path.join(path, VALIDATION_REPORT), "w", encoding="utf-8") as handle:
@@ -306,25 +322,72 @@ def _segment_checks(
     return checks
 
 
-def _live_frames(
-    segments: list[Segment], path: str, docs: pd.DataFrame, chunks: pd.DataFrame
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Documents and chunks live in the generation: the own segment's frames and every
-    other segment's, less what its deletion set names."""
-    doc_parts, chunk_parts = [], []
-    for segment in segments:
-        if segment.path == path:
-            seg_docs, seg_chunks = docs, chunks
-        else:
-            seg_docs = frames.documents_frame(os.path.join(segment.path, DOCUMENTS))
-            seg_chunks = frames.chunks_frame(os.path.join(segment.path, CHUNKS), seg_docs)
-        doc_parts.append(seg_docs[~seg_docs["doc_id"].isin(segment.deleted_documents)])
-        chunk_parts.append(seg_chunks[~seg_chunks["chunk_id"].isin(segment.deleted_chunks)])
-    if len(doc_parts) == 1:
-        return doc_parts[0], chunk_parts[0]
-    return (
-        pd.concat(doc_parts, ignore_index=True),
-        pd.concat(chunk_parts, ignore_index=True),
+def _live_rows(segments: list[Segment]) -> tuple[knowledge.LiveRows, pa.Array]:
+    """The generation's live documents and chunks (each segment's, less what its
+    deletion set names), and the live ``doc_id␟revision`` keys."""
+    doc_table = pa.concat_tables(
+        _live_in(s, DOCUMENTS, ["doc_id", "revision", "text"]) for s in segments
+    ).combine_chunks()
+    chunk_table = pa.concat_tables(
+        _live_in(s, CHUNKS, ["chunk_id", "doc_id"]) for s in segments
+    ).combine_chunks()
+    live = knowledge.LiveRows(
+        doc_ids=doc_table["doc_id"].combine_chunks(),
+        doc_lengths=pc.utf8_length(doc_table["text"]).combine_chunks(),
+        texts=dict(
+            zip(doc_table["doc_id"].to_pylist(), doc_table["text"].to_pylist(), strict=True)
+        ),
+        chunk_ids=chunk_table["chunk_id"].combine_chunks(),
+        chunk_docs=chunk_table["doc_id"].combine_chunks(),
+    )
+    return live, _revision_keys(doc_table)
+
+
+def _live_in(segment: Segment, table: str, columns: list[str]) -> pa.Table:
+    """A segment's documents or chunks table (``columns`` of it), less its deletions."""
+    rows = pq.read_table(os.path.join(segment.path, table), columns=columns)
+    if table == DOCUMENTS:
+        key, gone = "doc_id", segment.deleted_documents
+    else:
+        key, gone = "chunk_id", segment.deleted_chunks
+    deleted = pa.array(sorted(gone), type=pa.string())
+    return rows.filter(pc.invert(pc.is_in(rows[key], value_set=deleted)))
+
+
+def _revision_keys(documents: pa.Table) -> pa.Array:
+    return pc.binary_join_element_wise(
+        documents["doc_id"], documents["revision"], "\x1f"
+    ).combine_chunks()
+
+
+def _baseline(
+    path: str, manifest: Any, locate: Locate, live_keys: pa.Array
+) -> increments.Baseline | None:
+    """The parent generation to compare the knowledge tables with: present, validated
+    for its exact manifest, with knowledge tables. ``None``: check every row."""
+    parent_id = manifest.parent_bundle_id
+    if not parent_id:
+        return None
+    where = locate(parent_id)
+    if not os.path.isfile(os.path.join(where, ENTITIES)):
+        return None
+    if not (validation_state(where) or {}).get("passed"):
+        return None
+    try:
+        parent_manifest = read_manifest(where)
+        segments = open_segments(where, parent_manifest, verify=False, locate=locate)
+    except BundleError:
+        return None
+    parent_keys = _revision_keys(
+        pa.concat_tables(_live_in(s, DOCUMENTS, ["doc_id", "revision"]) for s in segments)
+    )
+    same = pc.filter(live_keys, pc.is_in(live_keys, value_set=parent_keys))
+    return increments.Baseline(
+        bundle_id=parent_id,
+        path=where,
+        same_documents=pa.array(
+            [key.split("\x1f", 1)[0] for key in same.to_pylist()], type=pa.string()
+        ),
     )
 
 
@@ -335,7 +398,11 @@ def _table_checks(
     allowed: list[str],
     roles: list[str],
     segments: list[Segment],
+    baseline_locate: Locate | None,
+    counted: dict[str, Any],
 ) -> list[CheckResult]:
+    """The table suites and ANN checks; the knowledge rows compared with the parent
+    generation found by ``baseline_locate`` (``None``: every row checked)."""
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
@@ -364,8 +431,14 @@ def _table_checks(
     checks += ann_checks(os.path.join(path, CHUNK_INDEX), keys, vectors)
     checks += _partition_checks(path, chunks, keys, vectors)
     if os.path.exists(os.path.join(path, ENTITIES)):
-        live_docs, live_chunks = _live_frames(segments, path, docs, chunks)
-        checks += _knowledge_checks(context, path, live_docs, live_chunks, dimension)
+        live, live_keys = _live_rows(segments)
+        baseline = (
+            _baseline(path, read_manifest(path), baseline_locate, live_keys)
+            if baseline_locate
+            else None
+        )
+        counted["compared_with"] = baseline.bundle_id if baseline else None
+        checks += _knowledge_checks(context, path, live, dimension, baseline, counted)
     return checks
 
 
@@ -389,32 +462,73 @@ def _partition_checks(
     return checks
 
 
+def _knowledge_table(
+    path: str, table: str, id_column: str, baseline: increments.Baseline | None
+) -> tuple[pa.Table, np.ndarray | None]:
+    """A knowledge table, and per row whether it changed since the baseline's."""
+    rows = pq.read_table(os.path.join(path, table))
+    if baseline is None:
+        return rows, None
+    parent = os.path.join(baseline.path, table)
+    if not os.path.isfile(parent):
+        return rows, None
+    return rows, increments.changed_rows(rows, pq.read_table(parent), id_column)
+
+
 def _knowledge_checks(
-    context: Any, path: str, docs: pd.DataFrame, chunks: pd.DataFrame, dimension: int
+    context: Any,
+    path: str,
+    live: knowledge.LiveRows,
+    dimension: int,
+    baseline: increments.Baseline | None,
+    counted: dict[str, Any],
 ) -> list[CheckResult]:
+    """The knowledge suites, on the rows each must see (:mod:`validation.increments`);
+    ``counted`` receives the rows checked and held per table."""
     join = os.path.join
-    chunk_ids = set(chunks["chunk_id"])
-    entities = knowledge.entities_frame(join(path, ENTITIES), chunk_ids)
-    entity_ids = set(entities["entity_id"])
-    relations = knowledge.relations_frame(
-        join(path, RELATIONS), docs, chunk_ids, entity_ids, dimension
-    )
-    checks = _run_suite(context, knowledge.entities_suite(), entities, "entities")
-    checks += _run_suite(
-        context,
-        knowledge.mentions_suite(),
-        knowledge.mentions_frame(join(path, MENTIONS), docs, chunks, entity_ids),
-        "mentions",
-    )
-    checks += _run_suite(context, knowledge.relations_suite(), relations, "relations")
-    checks += _run_suite(
-        context,
-        knowledge.communities_suite(),
-        knowledge.communities_frame(
-            join(path, COMMUNITIES), chunk_ids, entity_ids, set(relations["relation_id"]), dimension
+    entities, changed = _knowledge_table(path, ENTITIES, "entity_id", baseline)
+    entity_ids = entities["entity_id"].combine_chunks()
+    frames: dict[str, tuple[pd.DataFrame, int]] = {
+        "entities": (knowledge.entities_frame(entities, live, changed), entities.num_rows)
+    }
+    mentions, changed = _knowledge_table(path, MENTIONS, "mention_id", baseline)
+    frames["mentions"] = (
+        knowledge.mentions_frame(
+            mentions,
+            live,
+            entity_ids,
+            changed,
+            baseline.same_documents if baseline else None,
         ),
-        "communities",
+        mentions.num_rows,
     )
+    relations, changed = _knowledge_table(path, RELATIONS, "relation_id", baseline)
+    frames["relations"] = (
+        knowledge.relations_frame(relations, live, entity_ids, dimension, changed),
+        relations.num_rows,
+    )
+    communities, changed = _knowledge_table(path, COMMUNITIES, "community_id", baseline)
+    frames["communities"] = (
+        knowledge.communities_frame(
+            communities,
+            live,
+            entity_ids,
+            relations["relation_id"].combine_chunks(),
+            dimension,
+            changed,
+        ),
+        communities.num_rows,
+    )
+    suites_of = {
+        "entities": knowledge.entities_suite,
+        "mentions": knowledge.mentions_suite,
+        "relations": knowledge.relations_suite,
+        "communities": knowledge.communities_suite,
+    }
+    checks: list[CheckResult] = []
+    for name, (frame, total) in frames.items():
+        checks += _run_suite(context, suites_of[name](), frame, name)
+        counted[name] = [len(frame), total]
     for table, index in ((RELATIONS, RELATION_INDEX), (COMMUNITIES, COMMUNITY_INDEX)):
         keys, vectors = knowledge.surface_vectors(join(path, table))
         if len(keys):

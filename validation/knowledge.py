@@ -4,16 +4,25 @@ Referential integrity is expressed as derived boolean columns (every mention's
 chunk and entity exist, every relation's entities, chunks and sentences exist,
 every community's entities, relations, chunks and parent exist), so each is one
 Great Expectations check that names what broke.
+
+The reference flags are computed on every row with Arrow compute; the suites see the
+rows changed since the parent generation plus every row a reference or uniqueness
+check fails (:mod:`validation.increments`), or every row when there is no parent.
 """
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import great_expectations as gx
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from great_expectations import expectations as gxe
+
+from validation import increments
 
 CATEGORIES = (
     "limit",
@@ -33,10 +42,6 @@ def _missing(value: Any) -> bool:
     return value is None or (not isinstance(value, (list, np.ndarray)) and bool(pd.isna(value)))
 
 
-def _all_in(values: Iterable[Any], known: set[str]) -> bool:
-    return all(v in known for v in values)
-
-
 def _flags_suite(name: str, id_column: str, flags: Iterable[str]) -> gx.ExpectationSuite:
     suite = gx.ExpectationSuite(name=name)
     suite.add_expectation(gxe.ExpectColumnValuesToNotBeNull(column=id_column))
@@ -47,23 +52,75 @@ def _flags_suite(name: str, id_column: str, flags: Iterable[str]) -> gx.Expectat
     return suite
 
 
-def mentions_frame(
-    path: str, documents: pd.DataFrame, chunks: pd.DataFrame, entity_ids: set[str]
+@dataclass(frozen=True)
+class LiveRows:
+    """The generation's live documents and chunks, as the reference checks need them."""
+
+    doc_ids: pa.Array
+    doc_lengths: pa.Array
+    """Each live document's text length in code points, aligned with ``doc_ids``."""
+    texts: dict[str, str]
+    chunk_ids: pa.Array
+    chunk_docs: pa.Array
+    """Each live chunk's document id, aligned with ``chunk_ids``."""
+
+
+def _checked_frame(
+    table: pa.Table,
+    id_column: str,
+    changed: np.ndarray | None,
+    references: dict[str, np.ndarray],
 ) -> pd.DataFrame:
-    """``mentions.parquet`` with ``chunk_found``, ``span_text_matches``, ``entity_found``."""
-    frame = pq.read_table(path).to_pandas()
-    texts = dict(zip(documents["doc_id"], documents["text"], strict=True))
-    chunk_doc = dict(zip(chunks["chunk_id"], chunks["doc_id"], strict=True))
-    frame["chunk_found"] = [
-        chunk_doc.get(c) == d for c, d in zip(frame["chunk_id"], frame["doc_id"], strict=True)
-    ]
+    """The rows the suite must see, with their reference flags as columns.
+
+    Those are the rows ``changed`` since the parent (every row when ``None``), every row
+    whose id is duplicated, and every row a reference check (done here on all rows)
+    fails; the other rows equal rows the parent's gate passed, with references intact.
+    """
+    rows = np.ones(table.num_rows, dtype=bool) if changed is None else changed.copy()
+    rows |= increments.duplicated(table[id_column])
+    for flags in references.values():
+        rows |= ~flags
+    picked = np.flatnonzero(rows)
+    frame = table.take(picked).to_pandas()
+    for name, flags in references.items():
+        frame[name] = flags[picked]
+    return frame
+
+
+def mentions_frame(
+    table: pa.Table,
+    live: LiveRows,
+    entity_ids: pa.Array,
+    changed: np.ndarray | None = None,
+    same_documents: pa.Array | None = None,
+) -> pd.DataFrame:
+    """The mentions to check, with ``chunk_found``, ``span_text_matches``, ``entity_found``.
+
+    Args:
+        changed: per row, changed since the parent (``None``: check every row).
+        same_documents: documents live in the parent with the same revision; an
+            unchanged mention of any other document is checked again.
+    """
+    chunk_doc = pc.take(live.chunk_docs, pc.index_in(table["chunk_id"], value_set=live.chunk_ids))
+    if changed is not None and same_documents is not None:
+        changed = changed | ~increments.is_in(table["doc_id"], same_documents)
+    frame = _checked_frame(
+        table,
+        "mention_id",
+        changed,
+        {
+            "chunk_found": increments.as_flags(pc.equal(chunk_doc, table["doc_id"])),
+            "entity_found": increments.is_in(table["entity_id"], entity_ids),
+        },
+    )
+    texts = live.texts
     frame["span_text_matches"] = [
         texts.get(d, "")[s:e] == t
         for d, s, e, t in zip(
             frame["doc_id"], frame["start"], frame["end"], frame["text"], strict=True
         )
     ]
-    frame["entity_found"] = frame["entity_id"].isin(entity_ids)
     return frame
 
 
@@ -76,9 +133,17 @@ def mentions_suite() -> gx.ExpectationSuite:
     return suite
 
 
-def entities_frame(path: str, chunk_ids: set[str]) -> pd.DataFrame:
-    """``entities.parquet`` with ``has_aliases``, ``alias_counts_match``, ``chunks_found``."""
-    frame = pq.read_table(path).to_pandas()
+def entities_frame(
+    table: pa.Table, live: LiveRows, changed: np.ndarray | None = None
+) -> pd.DataFrame:
+    """The entities to check, with ``has_aliases``, ``alias_counts_match``,
+    ``chunks_found`` (``changed`` as in :func:`mentions_frame`)."""
+    frame = _checked_frame(
+        table,
+        "entity_id",
+        changed,
+        {"chunks_found": increments.all_in(table["chunk_ids"], live.chunk_ids)},
+    )
     frame["has_aliases"] = [len(a) > 0 for a in frame["aliases"]]
     frame["alias_counts_match"] = [
         len(a) == len(c) and int(sum(c)) == n
@@ -86,7 +151,6 @@ def entities_frame(path: str, chunk_ids: set[str]) -> pd.DataFrame:
             frame["aliases"], frame["alias_counts"], frame["mention_count"], strict=True
         )
     ]
-    frame["chunks_found"] = [_all_in(ids, chunk_ids) for ids in frame["chunk_ids"]]
     return frame.drop(columns=["aliases", "alias_counts", "chunk_ids"])
 
 
@@ -112,24 +176,56 @@ def _vector_columns(frame: pd.DataFrame, dimension: int) -> pd.DataFrame:
     return frame.drop(columns=["embedding"])
 
 
+def _sentences_in_bounds(table: pa.Table, live: LiveRows) -> np.ndarray:
+    """Per relation: at least one sentence, and every sentence ``[start, end)`` a
+    non-empty range inside a live document."""
+    docs = increments.flat(table["sentence_doc_ids"])
+    starts = increments.flat(table["sentence_starts"])
+    ends = increments.flat(table["sentence_ends"])
+    counts = pc.list_value_length(docs).to_numpy()
+    ok = (
+        (counts > 0)
+        & (counts == pc.list_value_length(starts).to_numpy())
+        & (counts == pc.list_value_length(ends).to_numpy())
+    )
+    rows = np.flatnonzero(ok)
+    docs, starts, ends = docs.take(rows), starts.take(rows), ends.take(rows)
+    length = pc.take(live.doc_lengths, pc.index_in(pc.list_flatten(docs), value_set=live.doc_ids))
+    first, last = pc.list_flatten(starts), pc.list_flatten(ends)
+    inside = increments.as_flags(
+        pc.and_(
+            pc.and_(pc.greater_equal(first, 0), pc.less(first, last)),
+            pc.less_equal(last, length),
+        )
+    )
+    owners = pc.list_parent_indices(docs).to_numpy()
+    ok[rows[np.unique(owners[~inside])]] = False
+    return ok
+
+
 def relations_frame(
-    path: str, documents: pd.DataFrame, chunk_ids: set[str], entity_ids: set[str], dimension: int
+    table: pa.Table,
+    live: LiveRows,
+    entity_ids: pa.Array,
+    dimension: int,
+    changed: np.ndarray | None = None,
 ) -> pd.DataFrame:
-    """``relations.parquet`` with integrity flags and ``embedding_ok``."""
-    frame = pq.read_table(path).to_pandas()
-    lengths = dict(zip(documents["doc_id"], documents["text"].str.len(), strict=True))
-    frame["subject_found"] = frame["subject_id"].isin(entity_ids)
-    frame["object_found"] = [_missing(o) or o in entity_ids for o in frame["object_id"]]
-    frame["chunks_found"] = [len(ids) > 0 and _all_in(ids, chunk_ids) for ids in frame["chunk_ids"]]
-    frame["sentences_in_bounds"] = [
-        len(ds) > 0
-        and all(
-            d in lengths and 0 <= s < e <= lengths[d] for d, s, e in zip(ds, ss, es, strict=True)
-        )
-        for ds, ss, es in zip(
-            frame["sentence_doc_ids"], frame["sentence_starts"], frame["sentence_ends"], strict=True
-        )
-    ]
+    """The relations to check, with integrity flags and ``embedding_ok`` (``changed``
+    as in :func:`mentions_frame`)."""
+    chunk_ids = table["chunk_ids"]
+    frame = _checked_frame(
+        table,
+        "relation_id",
+        changed,
+        {
+            "subject_found": increments.is_in(table["subject_id"], entity_ids),
+            "object_found": increments.as_flags(pc.is_null(table["object_id"]))
+            | increments.is_in(table["object_id"], entity_ids),
+            "chunks_found": (pc.list_value_length(increments.flat(chunk_ids)).to_numpy() > 0)
+            & increments.all_in(chunk_ids, live.chunk_ids),
+            "sentences_in_bounds": _sentences_in_bounds(table, live),
+        },
+    )
     frame = frame.drop(
         columns=["chunk_ids", "sentence_doc_ids", "sentence_starts", "sentence_ends"]
     )
@@ -154,22 +250,29 @@ def relations_suite() -> gx.ExpectationSuite:
 
 
 def communities_frame(
-    path: str,
-    chunk_ids: set[str],
-    entity_ids: set[str],
-    relation_ids: set[str],
+    table: pa.Table,
+    live: LiveRows,
+    entity_ids: pa.Array,
+    relation_ids: pa.Array,
     dimension: int,
+    changed: np.ndarray | None = None,
 ) -> pd.DataFrame:
-    """``communities.parquet`` with integrity flags, ``size_matches`` and ``embedding_ok``."""
-    frame = pq.read_table(path).to_pandas()
-    own = set(frame["community_id"])
-    frame["entities_found"] = [_all_in(ids, entity_ids) for ids in frame["entity_ids"]]
-    frame["relations_found"] = [_all_in(ids, relation_ids) for ids in frame["relation_ids"]]
-    frame["chunks_found"] = [
-        _all_in(a, chunk_ids) and _all_in(b, chunk_ids)
-        for a, b in zip(frame["chunk_ids"], frame["evidence_chunk_ids"], strict=True)
-    ]
-    frame["parent_found"] = [_missing(p) or p in own for p in frame["parent_id"]]
+    """The communities to check, with integrity flags, ``size_matches`` and
+    ``embedding_ok`` (``changed`` as in :func:`mentions_frame`)."""
+    own = increments.flat(table["community_id"])
+    frame = _checked_frame(
+        table,
+        "community_id",
+        changed,
+        {
+            "entities_found": increments.all_in(table["entity_ids"], entity_ids),
+            "relations_found": increments.all_in(table["relation_ids"], relation_ids),
+            "chunks_found": increments.all_in(table["chunk_ids"], live.chunk_ids)
+            & increments.all_in(table["evidence_chunk_ids"], live.chunk_ids),
+            "parent_found": increments.as_flags(pc.is_null(table["parent_id"]))
+            | increments.is_in(table["parent_id"], own),
+        },
+    )
     frame["size_matches"] = [
         n == len(ids) for n, ids in zip(frame["size"], frame["entity_ids"], strict=True)
     ]

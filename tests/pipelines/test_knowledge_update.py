@@ -3,7 +3,10 @@ linked to existing entities, touched relations aggregated again, communities kep
 enough changed, and the HNSW files updated in place; the result passes the gate."""
 
 import os
+import shutil
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -15,6 +18,7 @@ from store.bundles import bundle_path
 from store.config import DEFAULT_SEED, KnowledgeConfig
 from tests.conftest import write_corpus
 from tests.query.test_knowledge_query import PAYMENTS
+from tests.validation.test_gate import _rewrite_with_checksum
 from validation import validate_bundle
 
 EDITED = dict(PAYMENTS)
@@ -148,3 +152,82 @@ def test_past_the_threshold_a_refresh_clusters_again(roots):
     expected = detect_communities(relations, names, config=KnowledgeConfig(), seed=DEFAULT_SEED)
     communities = _table(root, "k3", "communities")
     assert [c["community_id"] for c in communities] == sorted(c.community_id for c in expected)
+
+
+def _copy_of(root: str, tmp_path) -> str:
+    target = str(tmp_path / "root")
+    shutil.copytree(root, target)
+    return target
+
+
+def _outcome(report) -> dict[str, bool]:
+    return {c.name: c.success for c in report.checks}
+
+
+def _mentions_kept_from(path: str, parent: str) -> pa.Table:
+    """The refresh's mention rows equal to a row of its parent (unchanged)."""
+    rows = pq.read_table(os.path.join(path, "mentions.parquet"))
+    before = {
+        tuple(r.values())
+        for r in pq.read_table(os.path.join(parent, "mentions.parquet")).to_pylist()
+    }
+    return rows.filter(pa.array([tuple(r.values()) in before for r in rows.to_pylist()]))
+
+
+@pytest.mark.slow
+def test_a_refresh_is_checked_row_by_row_only_where_it_changed(roots, tmp_path):
+    root = _copy_of(roots[0], tmp_path)
+    path = bundle_path(root, "k2")
+    incremental = validate_bundle(path, write=False)
+    assert incremental.passed and incremental.compared_with == "k1"
+    checked, held = incremental.knowledge_rows_checked["mentions"]
+    assert 0 < checked < held
+    # Checking every row gives the same outcome.
+    full = validate_bundle(path, write=False, every_row=True)
+    assert full.compared_with is None
+    assert all(c == h for c, h in full.knowledge_rows_checked.values())
+    assert _outcome(full) == _outcome(incremental)
+
+
+@pytest.mark.slow
+def test_an_unchanged_row_whose_reference_broke_duplicates_and_bad_new_spans_fail(roots, tmp_path):
+    root = _copy_of(roots[0], tmp_path)
+    path, parent = bundle_path(root, "k2"), bundle_path(root, "k1")
+    kept = _mentions_kept_from(path, parent)
+    assert kept.num_rows
+    # An entity that unchanged mentions name is removed: those mentions now fail.
+    victim = kept["entity_id"][0].as_py()
+    entities = pq.read_table(os.path.join(path, "entities.parquet"))
+    _rewrite_with_checksum(
+        path, "entities.parquet", entities.filter(pc.not_equal(entities["entity_id"], victim))
+    )
+    # An unchanged mention is listed twice.
+    mentions = pq.read_table(os.path.join(path, "mentions.parquet"))
+    fresh = mentions.filter(
+        pc.invert(pc.is_in(mentions["mention_id"], value_set=kept["mention_id"]))
+    )
+    assert fresh.num_rows  # the edit's own mentions
+    # A new mention quotes text its span does not hold.
+    texts = fresh["text"].to_pylist()
+    texts[0] = texts[0] + "x"
+    column = fresh.schema.get_field_index("text")
+    broken = fresh.set_column(column, fresh.schema.field(column), pa.array(texts, pa.string()))
+    doubled = pa.concat_tables([kept, kept.slice(0, 1), broken])
+    _rewrite_with_checksum(path, "mentions.parquet", doubled)
+    report = validate_bundle(path, write=False)
+    assert report.compared_with == "k1"
+    failed = {c.name: c.observed for c in report.failed()}
+    victims = sum(1 for e in doubled["entity_id"].to_pylist() if e == victim)
+    assert (
+        failed["mentions.expect_column_values_to_be_in_set(entity_found)"]["unexpected_count"]
+        == victims
+    )
+    assert "mentions.expect_column_values_to_be_unique(mention_id)" in failed
+    assert (
+        failed["mentions.expect_column_values_to_be_in_set(span_text_matches)"]["unexpected_count"]
+        == 1
+    )
+    # Checking every row finds exactly the same failures.
+    full = validate_bundle(path, write=False, every_row=True)
+    assert full.compared_with is None
+    assert _outcome(full) == _outcome(report)
