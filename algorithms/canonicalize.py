@@ -281,7 +281,9 @@ def link_mentions(
     canonicalization (a compaction).
 
     Args:
-        known: every live unit of the generation -> its entity and live mention count.
+        known: the live units of the generation -> entity and live mention count: every
+            unit, or at least every one whose squashed form a new mention has (the only
+            units the rules consult; a caller with a large generation passes those).
         mentions: the new mentions (any order).
         acronyms: definitions stated in the new chunks.
         entity_ids: ids of the generation's entities beyond those of ``known`` (e.g. one

@@ -7,7 +7,7 @@ entities and key relations as sentences, and points to representative chunks;
 """
 
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Mapping, Sequence
 
 import networkx as nx
 
@@ -124,43 +124,3 @@ def detect_communities(
     emitted = {c.community_id for c in communities}
     communities = [c._replace(parent_id=_parent(c, levels, ids, emitted)) for c in communities]
     return sorted(communities, key=lambda c: (c.level, c.community_id))
-
-
-def kept_communities(
-    communities: Sequence[Community],
-    *,
-    entity_ids: Set[str],
-    relation_ids: Set[str],
-    chunk_ids: Set[str],
-    config: KnowledgeConfig,
-) -> list[Community]:
-    """Communities of an earlier clustering, cut to what is still live (incremental
-    refresh): members, relations and chunks that are gone are dropped; a community left
-    with fewer than ``config.min_community_size`` members, or no evidence chunk, is
-    dropped, and its children point to its nearest kept ancestor. Titles and reports stay
-    as they were written (their vectors are reused); a recomputation replaces them.
-    """
-    kept: dict[str, Community] = {}
-    for c in communities:
-        members = [e for e in c.entity_ids if e in entity_ids]
-        evidence = [x for x in c.evidence_chunk_ids if x in chunk_ids]
-        if len(members) < config.min_community_size or not evidence:
-            continue
-        kept[c.community_id] = c._replace(
-            size=len(members),
-            entity_ids=members,
-            relation_ids=[r for r in c.relation_ids if r in relation_ids],
-            chunk_ids=[x for x in c.chunk_ids if x in chunk_ids],
-            evidence_chunk_ids=evidence,
-        )
-    parents = {c.community_id: c.parent_id for c in communities}
-
-    def ancestor(parent: str | None) -> str | None:
-        while parent is not None and parent not in kept:
-            parent = parents.get(parent)
-        return parent
-
-    return sorted(
-        (c._replace(parent_id=ancestor(c.parent_id)) for c in kept.values()),
-        key=lambda c: (c.level, c.community_id),
-    )

@@ -10,7 +10,7 @@ with what changed, instead of recomputing them over every live chunk.
   document, or a new statement) are aggregated again, from their live statements; the
   others are copied row for row, vectors included.
 - *Communities*: kept, cut to what is still live
-  (:func:`algorithms.communities.kept_communities`), until the share of entities whose
+  (:func:`transforms.community_cut.cut_communities`), until the share of entities whose
   edges changed since they were clustered passes ``KnowledgeConfig.recluster_share``;
   then Louvain runs over every live relation.
 - *Vectors and HNSW files*: only texts the parent has no vector for are embedded; the
@@ -46,14 +46,14 @@ from algorithms.canonicalize import (
     refreshed_entity,
     type_class,
 )
-from algorithms.communities import detect_communities, kept_communities
+from algorithms.communities import detect_communities
+from algorithms.normalize import squashed
 from algorithms.summaries import COOCCURRENCE, aggregate_relations, relation_id, relation_key
 from schemas import (
     COMMUNITY_SCHEMA,
     ENTITY_SCHEMA,
     MENTION_SCHEMA,
     RELATION_SCHEMA,
-    Community,
     Entity,
     Mention,
     Relation,
@@ -64,9 +64,15 @@ from store.config import AnnConfig, KnowledgeConfig
 from store.segments import EXTRACTED_STATEMENTS
 from transforms.ann import AnnKeyCollisionError, build_index, keys_and_vectors, save_index
 from transforms.canonicalize import NameEncoder
+from transforms.community_cut import cut_communities
 from transforms.embed import text_key
 from transforms.gather import Gather, batched_rows, single
-from transforms.write import records_table, vector_rows_table, write_parquet
+from transforms.write import (
+    records_table,
+    vector_rows_table,
+    with_vector_columns,
+    write_parquet,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +84,7 @@ class KnowledgeUpdate(NamedTuple):
 
     removed_relations: list[str]  # parent relation ids that are gone or recomputed
     relations: list[Relation]  # recomputed and new relations
-    communities: list[Community]  # every community of the new generation
+    communities: pa.Table | None  # the new generation's (COMMUNITY_SCHEMA); None: the parent's
     reclustered: bool
 
 
@@ -140,12 +146,18 @@ class _UpdateFn(beam.DoFn):
         live_mask = pc.is_in(parent_mentions["doc_id"], value_set=unchanged)
         live_mentions = parent_mentions.filter(live_mask)
         gone_mentions = parent_mentions.filter(pc.invert(live_mask))
+        # Linking consults only the units whose squashed form a new mention has (its own
+        # unit, or one the unit rules join it to): those are the units read into Python.
+        forms = pa.array(sorted({squashed(m.norm) for m in new_mentions}), type=pa.string())
+        linkable = live_mentions.filter(
+            pc.is_in(pc.replace_substring(live_mentions["norm"], " ", ""), value_set=forms)
+        )
         counts: dict[tuple[str, str], int] = defaultdict(int)
         owner: dict[tuple[str, str], str] = {}
         for norm, label, entity_id in zip(
-            live_mentions["norm"].to_pylist(),
-            live_mentions["label"].to_pylist(),
-            live_mentions["entity_id"].to_pylist(),
+            linkable["norm"].to_pylist(),
+            linkable["label"].to_pylist(),
+            linkable["entity_id"].to_pylist(),
             strict=True,
         ):
             unit = (norm, type_class(label))
@@ -203,10 +215,9 @@ class _UpdateFn(beam.DoFn):
         )
 
         # Relations: the touched keys are aggregated again from their live statements.
-        # The parent's relation and community tables are read once, vectors included: the
-        # vectors say which texts need no embedding.
+        # The parent's relation table is read once, vectors included: the vectors say
+        # which summaries need no embedding.
         parent_relations = _read(join(self._parent, bundles.RELATIONS))
-        parent_communities = _read(join(self._parent, bundles.COMMUNITIES))
         docs = parent_relations["sentence_doc_ids"]
         flat_docs = pc.list_flatten(docs)
         owners = pc.list_parent_indices(docs)
@@ -269,40 +280,31 @@ class _UpdateFn(beam.DoFn):
                 edges_changed |= {r.subject_id, r.object_id}
         share = self._changed_since + len(edges_changed) / max(1, entities.num_rows)
         reclustered = share >= config.recluster_share
-        live_relation_ids = (present - set(removed_relations)) | {r.relation_id for r in relations}
+        recomputed = {r.relation_id for r in relations}
         if reclustered:
-            everything = parent_relations.drop_columns(["ann_key", "embedding"]).filter(
-                pc.invert(
-                    pc.is_in(
-                        parent_relations["relation_id"],
-                        value_set=pa.array(removed_relations, type=pa.string()),
-                    )
-                )
+            communities: pa.Table | None = self._clustered(
+                parent_relations, removed_relations, relations, names
             )
-            all_relations = sorted(
-                [*_rows(everything, Relation), *relations], key=lambda r: r.relation_id
-            )
-            communities = detect_communities(all_relations, names, config=config, seed=self._seed)
             share = 0.0
-        else:
-            communities = kept_communities(
-                _rows(parent_communities.drop_columns(["ann_key", "embedding"]), Community),
-                entity_ids=set(names),
-                relation_ids=live_relation_ids,
-                chunk_ids=self._live_chunks(unchanged),
-                config=config,
+        elif gone_mentions.num_rows or removed_entities or set(removed_relations) - recomputed:
+            communities = self._cut(
+                parent_relations, removed_relations, relations, entities, unchanged
             )
+        else:
+            # Nothing a community names is gone (every chunk, relation and member it
+            # names has a mention, and no mention went): the parent's stay as they are.
+            communities = None
         logger.info(
             "knowledge update: %d new mentions (%d new entities, %d entities touched, "
-            "%d removed); %d relations recomputed, %d removed; %d communities %s "
+            "%d removed); %d relations recomputed, %d removed; %s communities %s "
             "(%.1f%% of entities changed since clustering)",
             len(new_mentions),
             len(new_ids),
             len(refreshed),
             len(removed_entities),
             len(relations),
-            len(set(removed_relations) - {r.relation_id for r in relations}),
-            len(communities),
+            len(set(removed_relations) - recomputed),
+            "all" if communities is None else communities.num_rows,
             "clustered again" if reclustered else "kept",
             100 * share,
         )
@@ -312,19 +314,74 @@ class _UpdateFn(beam.DoFn):
 
         floor = config.summary_floor
         summaries = {r.summary for r in relations if _embeddable(r, floor)}
-        reports = {c.report for c in communities} if config.surface_vectors else set()
         reused = _embedded(parent_relations, "summary", summaries)
-        reused |= _embedded(parent_communities, "report", reports)
+        reports: set[str] = set()
+        if config.surface_vectors and communities is not None:
+            # Kept communities keep their reports, whose vectors the parent holds.
+            reports = set(communities["report"].to_pylist())
+            reused |= _embedded(
+                _read(join(self._parent, bundles.COMMUNITIES), ["report", "embedding"]),
+                "report",
+                reports,
+            )
         for text in sorted((summaries | reports) - reused):
             yield beam.pvalue.TaggedOutput("texts", text)
 
-    def _live_chunks(self, unchanged: pa.Array) -> set[str]:
-        live: set[str] = set()
+    def _clustered(
+        self,
+        parent_relations: pa.Table,
+        removed_relations: list[str],
+        relations: list[Relation],
+        names: dict[str, str],
+    ) -> pa.Table:
+        """Louvain over every live relation: the parent's less the removed, plus the
+        recomputed."""
+        removed = pa.array(removed_relations, type=pa.string())
+        everything = parent_relations.drop_columns(["ann_key", "embedding"]).filter(
+            pc.invert(pc.is_in(parent_relations["relation_id"], value_set=removed))
+        )
+        all_relations = sorted(
+            [*_rows(everything, Relation), *relations], key=lambda r: r.relation_id
+        )
+        return records_table(
+            detect_communities(all_relations, names, config=self._config, seed=self._seed),
+            COMMUNITY_SCHEMA,
+        )
+
+    def _cut(
+        self,
+        parent_relations: pa.Table,
+        removed_relations: list[str],
+        relations: list[Relation],
+        entities: pa.Table,
+        unchanged: pa.Array,
+    ) -> pa.Table:
+        """The parent's communities cut to the live entities, relations and chunks."""
+        parent_ids = parent_relations["relation_id"].combine_chunks()
+        removed = pa.array(removed_relations, type=pa.string())
+        live_relation_ids = pa.concat_arrays(
+            [
+                pc.filter(parent_ids, pc.invert(pc.is_in(parent_ids, value_set=removed))),
+                pa.array([r.relation_id for r in relations], type=pa.string()),
+            ]
+        )
+        parent = _read(storage.join(self._parent, bundles.COMMUNITIES))
+        return cut_communities(
+            parent.drop_columns(["ann_key", "embedding"]).cast(COMMUNITY_SCHEMA),
+            entity_ids=entities["entity_id"].combine_chunks(),
+            relation_ids=live_relation_ids,
+            chunk_ids=self._live_chunks(unchanged),
+            config=self._config,
+        )
+
+    def _live_chunks(self, unchanged: pa.Array) -> pa.Array:
+        """Ids of the chunks of the unchanged documents, from every parent segment."""
+        live = []
         for segment in self._segments:
             table = _read(storage.join(segment, bundles.CHUNKS), ["chunk_id", "doc_id"])
             table = table.filter(pc.is_in(table["doc_id"], value_set=unchanged))
-            live.update(table["chunk_id"].to_pylist())
-        return live
+            live.append(table["chunk_id"].combine_chunks())
+        return pa.concat_arrays(live) if live else pa.array([], type=pa.string())
 
 
 class UpdateKnowledge(beam.PTransform):
@@ -445,16 +502,25 @@ class _WriteSurfacesFn(beam.DoFn):
         self._ann = ann
 
     def process(self, gathered: dict[str, list[Any]]) -> Iterator[tuple[str, int]]:
-        join = storage.join
         update: KnowledgeUpdate = single(gathered["update"], None)
         embedded = {key: vector for key, vector in gathered["vectors"]}
-        parent_relations = _read(join(self._parent, bundles.RELATIONS))
-        parent_communities = _read(join(self._parent, bundles.COMMUNITIES))
 
         def vector(text: str, parent: dict[str, np.ndarray]) -> Any:
             return parent.get(text, embedded.get(text_key(text)))
 
-        # Relations: the parent's rows less the removed ones, plus the recomputed ones.
+        with tempfile.TemporaryDirectory() as scratch:
+            yield from self._relations(update, vector, scratch)
+            if update.communities is None:
+                yield from self._parent_communities()
+            else:
+                yield from self._communities(
+                    update.communities, update.reclustered, vector, scratch
+                )
+
+    def _relations(self, update: KnowledgeUpdate, vector: Any, scratch: str) -> Iterator[Any]:
+        """The parent's relation rows less the removed ones, plus the recomputed ones."""
+        join = storage.join
+        parent_relations = _read(join(self._parent, bundles.RELATIONS))
         removed = pa.array(update.removed_relations, type=pa.string())
         removed_mask = pc.is_in(parent_relations["relation_id"], value_set=removed)
         stay = parent_relations.filter(pc.invert(removed_mask))
@@ -474,45 +540,55 @@ class _WriteSurfacesFn(beam.DoFn):
             [(r.relation_id, v) for r, v in pairs if v is not None], self._dimension
         )
         remaining = stay.filter(pc.is_valid(stay["embedding"]))["ann_key"].to_numpy()
-
-        # Communities: kept ones keep their parent vector (by id); new ones by report.
-        reports = {c.report for c in update.communities}
-        by_report = _vector_lookup(parent_communities, "report", reports)
-        community_pairs = [(c, vector(c.report, by_report)) for c in update.communities]
-        communities = vector_rows_table(
-            community_pairs, COMMUNITY_SCHEMA, self._dimension, row_id=lambda c: c.community_id
+        yield from self._write(bundles.RELATIONS, relations)
+        index = _updated_index(
+            join(self._parent, bundles.RELATION_INDEX), scratch, gone_keys, added, remaining
         )
-        yield from self._write(relations, communities)
-        with tempfile.TemporaryDirectory() as scratch:
-            index = _updated_index(
-                join(self._parent, bundles.RELATION_INDEX), scratch, gone_keys, added, remaining
-            )
-            yield save_index(index, join(self._staging, bundles.RELATION_INDEX))
-            keys, vectors = keys_and_vectors(
-                [(c.community_id, v) for c, v in community_pairs if v is not None],
-                self._dimension,
-            )
-            if update.reclustered:
-                index = build_index(keys, vectors, config=self._ann)
-            else:
-                before = parent_communities["ann_key"].to_numpy()
-                index = _updated_index(
-                    join(self._parent, bundles.COMMUNITY_INDEX),
-                    scratch,
-                    np.setdiff1d(before, keys),
-                    (np.zeros(0, dtype=np.uint64), np.zeros((0, self._dimension), np.float32)),
-                    keys,
-                )
-            yield save_index(index, join(self._staging, bundles.COMMUNITY_INDEX))
+        yield save_index(index, join(self._staging, bundles.RELATION_INDEX))
 
-    def _write(self, relations: pa.Table, communities: pa.Table) -> Iterator[tuple[str, int]]:
-        for filename, table in (
-            (bundles.RELATIONS, relations),
-            (bundles.COMMUNITIES, communities),
-        ):
-            path = storage.join(self._staging, filename)
-            write_parquet(table, path)
-            yield path, table.num_rows
+    def _parent_communities(self) -> Iterator[Any]:
+        """Communities the update left as they were: the parent's table and HNSW file,
+        copied byte for byte."""
+        for name in (bundles.COMMUNITIES, bundles.COMMUNITY_INDEX):
+            target = storage.join(self._staging, name)
+            source = storage.join(self._parent, name)
+            with FileSystems.open(source) as src, FileSystems.create(target) as dst:
+                shutil.copyfileobj(src, dst)
+            yield target, 0
+
+    def _communities(
+        self, kept: pa.Table, reclustered: bool, vector: Any, scratch: str
+    ) -> Iterator[Any]:
+        """The update's communities: a report the parent embedded keeps its vector."""
+        join = storage.join
+        parent_communities = _read(join(self._parent, bundles.COMMUNITIES))
+        ids = kept["community_id"].to_pylist()
+        reports = kept["report"].to_pylist()
+        by_report = _vector_lookup(parent_communities, "report", set(reports))
+        community_vectors = [vector(report, by_report) for report in reports]
+        communities = with_vector_columns(kept, ids, community_vectors, self._dimension)
+        yield from self._write(bundles.COMMUNITIES, communities)
+        keys, vectors = keys_and_vectors(
+            [(i, v) for i, v in zip(ids, community_vectors, strict=True) if v is not None],
+            self._dimension,
+        )
+        if reclustered:
+            index = build_index(keys, vectors, config=self._ann)
+        else:
+            before = parent_communities["ann_key"].to_numpy()
+            index = _updated_index(
+                join(self._parent, bundles.COMMUNITY_INDEX),
+                scratch,
+                np.setdiff1d(before, keys),
+                (np.zeros(0, dtype=np.uint64), np.zeros((0, self._dimension), np.float32)),
+                keys,
+            )
+        yield save_index(index, join(self._staging, bundles.COMMUNITY_INDEX))
+
+    def _write(self, filename: str, table: pa.Table) -> Iterator[tuple[str, int]]:
+        path = storage.join(self._staging, filename)
+        write_parquet(table, path)
+        yield path, table.num_rows
 
 
 class WriteSurfaces(beam.PTransform):

@@ -55,25 +55,41 @@ def vector_rows_table(
     row_id: Callable[[Any], str],
 ) -> pa.Table:
     """``(record, vector or None)`` pairs -> ``schema`` + ``ann_key`` + nullable ``embedding``."""
-    full = with_vectors(schema)
-    base = records_table([record for record, _ in pairs], schema)
-    keys = pa.array([ann_key(row_id(record)) for record, _ in pairs], type=pa.uint64())
-    for record, vector in pairs:
+    return with_vector_columns(
+        records_table([record for record, _ in pairs], schema),
+        [row_id(record) for record, _ in pairs],
+        [vector for _, vector in pairs],
+        dimension,
+    )
+
+
+def with_vector_columns(
+    table: pa.Table, ids: Sequence[str], vectors: Sequence[Any], dimension: int
+) -> pa.Table:
+    """``table`` (rows of a schema) + ``ann_key`` (of each row's id in ``ids``) + the
+    nullable ``embedding`` (each row's vector in ``vectors``, or ``None``).
+
+    Raises:
+        ValueError: a vector has another length than ``dimension``.
+    """
+    full = with_vectors(table.schema)
+    keys = pa.array([ann_key(row) for row in ids], type=pa.uint64())
+    for row, vector in zip(ids, vectors, strict=True):
         if vector is not None and len(vector) != dimension:
-            raise ValueError(f"{row_id(record)}: vector of {len(vector)} values, want {dimension}")
+            raise ValueError(f"{row}: vector of {len(vector)} values, want {dimension}")
     # Built from one float32 buffer, not from a Python list per row (35k vectors on SciFact).
-    missing = np.array([vector is None for _, vector in pairs], dtype=bool)
+    missing = np.array([vector is None for vector in vectors], dtype=bool)
     sizes = np.where(missing, 0, dimension)
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32)
-    present = [np.asarray(vector, dtype=np.float32) for _, vector in pairs if vector is not None]
+    present = [np.asarray(vector, dtype=np.float32) for vector in vectors if vector is not None]
     flat = np.concatenate(present) if present else np.zeros(0, dtype=np.float32)
-    vectors = pa.ListArray.from_arrays(
+    embeddings = pa.ListArray.from_arrays(
         pa.array(offsets),
         pa.array(flat, type=pa.float32()),
         type=full.field("embedding").type,
         mask=pa.array(missing),
     )
-    return pa.Table.from_arrays([*base.columns, keys, vectors], schema=full)
+    return pa.Table.from_arrays([*table.columns, keys, embeddings], schema=full)
 
 
 class _WriteTableFn(beam.DoFn):

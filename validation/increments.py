@@ -15,6 +15,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+_MAX_RUNS = 2000
+"""More stretches than this and :func:`changed_rows` compares taken rows instead."""
+
 
 def as_flags(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """A boolean Arrow array (nulls as ``False``) as a numpy bool array."""
@@ -43,22 +46,55 @@ def same_values(left: pa.Array | pa.ChunkedArray, right: pa.Array | pa.ChunkedAr
     return as_flags(pc.equal(left, right)) | both_null
 
 
-def changed_rows(table: pa.Table, parent: pa.Table, id_column: str) -> np.ndarray:
-    """Per row of ``table``: it has no row of the same id in ``parent``, or that row
-    differs in some column. Every row is changed when the two tables' columns differ."""
+def _runs(index: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(starts, parent starts, lengths)`` of the stretches of rows matched to
+    consecutive parent rows (``index``: each row's parent row, -1 for none)."""
+    matched = index >= 0
+    follows = np.zeros(len(index), dtype=bool)
+    follows[1:] = matched[1:] & matched[:-1] & (index[1:] == index[:-1] + 1)
+    starts = np.flatnonzero(matched & ~follows)
+    breaks = np.append(np.flatnonzero(~follows), len(index))
+    ends = breaks[np.searchsorted(breaks, starts, side="right")]
+    return starts, index[starts], ends - starts
+
+
+def _changed_by_take(table: pa.Table, parent: pa.Table, index: np.ndarray) -> np.ndarray:
     changed = np.ones(table.num_rows, dtype=bool)
-    if table.schema.names != parent.schema.names:
-        return changed
-    index = pc.index_in(table[id_column], value_set=flat(parent[id_column]))
-    matched = np.flatnonzero(as_flags(pc.is_valid(index)))
-    if not len(matched):
-        return changed
-    mine = table.take(matched)
-    theirs = parent.take(pc.take(index, matched))
+    matched = np.flatnonzero(index >= 0)
+    mine, theirs = table.take(matched), parent.take(index[matched])
     same = np.ones(len(matched), dtype=bool)
     for name in table.column_names:
         same &= same_values(mine[name], theirs[name])
     changed[matched[same]] = False
+    return changed
+
+
+def changed_rows(table: pa.Table, parent: pa.Table, id_column: str) -> np.ndarray:
+    """Per row of ``table``: it has no row of the same id in ``parent``, or that row
+    differs in some column. Every row is changed when the two tables' columns differ.
+
+    Both tables are usually in the same order (by id), so the matched rows fall in a
+    few long stretches of consecutive parent rows: each stretch is compared column by
+    column in one call, and row by row only where it differs.
+    """
+    if table.schema.names != parent.schema.names:
+        return np.ones(table.num_rows, dtype=bool)
+    found = pc.index_in(table[id_column], value_set=flat(parent[id_column]))
+    index = pc.fill_null(found, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    starts, origins, lengths = _runs(index)
+    if len(starts) > _MAX_RUNS:  # little order in common: compare row by row
+        return _changed_by_take(table, parent, index)
+    changed = np.ones(table.num_rows, dtype=bool)
+    for start, origin, length in zip(
+        starts.tolist(), origins.tolist(), lengths.tolist(), strict=True
+    ):
+        same = np.ones(length, dtype=bool)
+        for name in table.column_names:
+            mine = table[name].slice(start, length)
+            theirs = parent[name].slice(origin, length)
+            if not mine.equals(theirs):
+                same &= same_values(mine, theirs)
+        changed[start : start + length] = ~same
     return changed
 
 

@@ -1,7 +1,5 @@
 """The incremental knowledge update's pure parts: linking new mentions to existing
-entities, and cutting kept communities to what is still live."""
-
-import pytest
+entities (cutting kept communities to what is live: tests/transforms/test_community_cut.py)."""
 
 from algorithms.canonicalize import (
     KnownUnit,
@@ -11,10 +9,7 @@ from algorithms.canonicalize import (
     refreshed_entity,
     type_class,
 )
-from algorithms.communities import detect_communities, kept_communities
 from algorithms.normalize import normalize_surface
-from store.config import KnowledgeConfig
-from tests.algorithms.test_knowledge_graph import two_cliques
 
 
 def refs(*surfaces: tuple[str, str], start: int = 0) -> list[MentionRef]:
@@ -91,53 +86,3 @@ def test_a_refreshed_entity_keeps_its_id_and_name_and_recounts_its_mentions():
     assert refreshed.aliases == ["Reserve Bank of India", "RBI's bank"]
     assert refreshed.alias_counts == [1, 1]
     assert refreshed.chunk_ids == ["c0", "c1"]
-
-
-@pytest.fixture()
-def communities():
-    names = {n: n.upper() for n in ("a1", "a2", "a3", "a4", "b1", "b2", "b3", "b4")}
-    return detect_communities(two_cliques(), names, config=KnowledgeConfig(), seed=17)
-
-
-def test_kept_communities_drop_what_is_gone_and_keep_their_reports(communities):
-    everything = {
-        "entity_ids": {e for c in communities for e in c.entity_ids},
-        "relation_ids": {r for c in communities for r in c.relation_ids},
-        "chunk_ids": {x for c in communities for x in c.evidence_chunk_ids},
-    }
-    assert kept_communities(communities, **everything, config=KnowledgeConfig()) == communities
-    a_side = next(c for c in communities if c.level == 0 and "a1" in c.entity_ids)
-    gone_relation = a_side.relation_ids[0]
-    kept = kept_communities(
-        communities,
-        entity_ids=everything["entity_ids"] - {"a4"},
-        relation_ids=everything["relation_ids"] - {gone_relation},
-        chunk_ids=everything["chunk_ids"] - {"chunk-a4"},
-        config=KnowledgeConfig(),
-    )
-    cut = next(c for c in kept if c.community_id == a_side.community_id)
-    assert cut.entity_ids == ["a1", "a2", "a3"] and cut.size == 3
-    assert gone_relation not in cut.relation_ids
-    assert "chunk-a4" not in cut.chunk_ids + cut.evidence_chunk_ids
-    assert cut.report == a_side.report  # the report (and so its vector) is reused
-
-
-def test_a_community_below_the_minimum_size_goes_and_its_children_move_up(communities):
-    a_side = next(c for c in communities if c.level == 0 and "a1" in c.entity_ids)
-    b_side = next(c for c in communities if c.level == 0 and "b1" in c.entity_ids)
-    # A three-level chain: a_side under b_side (made level 1) under a level-2 root.
-    root = a_side._replace(community_id="root", level=2, parent_id=None)
-    middle = b_side._replace(level=1, parent_id="root")
-    child = a_side._replace(parent_id=middle.community_id)
-    chain = [child, middle, root]
-    kept = kept_communities(
-        chain,
-        entity_ids={e for c in chain for e in c.entity_ids} - {"b2", "b3"},
-        relation_ids={r for c in chain for r in c.relation_ids},
-        chunk_ids={x for c in chain for x in c.evidence_chunk_ids},
-        config=KnowledgeConfig(),
-    )
-    assert [(c.community_id, c.parent_id) for c in kept] == [
-        (child.community_id, "root"),
-        ("root", None),
-    ]

@@ -42,7 +42,8 @@ def _table(root: str, bundle_id: str, name: str) -> list[dict]:
 @pytest.fixture(scope="module")
 def roots(tmp_path_factory):
     """``k1`` (full), ``k2`` (an edit, communities kept), ``k3`` (a deletion, clustered
-    again) in one root; from-scratch builds of k2's and k3's inputs in others."""
+    again), ``k4`` (an addition) in one root; from-scratch builds of k2's and k3's inputs
+    in others."""
     base = tmp_path_factory.mktemp("knowledge-update")
     root = str(base / "root")
     corpus = write_corpus(base / "corpus", PAYMENTS)
@@ -79,6 +80,16 @@ def roots(tmp_path_factory):
         ],
         bundle_id="f3",
     )
+    # A pure addition after k3 (below the re-clustering threshold): nothing any
+    # community names is gone.
+    (corpus / "fastag.md").write_text(
+        "# FASTag\n\nNPCI runs the FASTag toll programme with member banks.", encoding="utf-8"
+    )
+    run(
+        ["--input", str(corpus), "--surface_vectors", "--root", root, "--recluster_share=1"],
+        bundle_id="k4",
+    )
+    _activate(root, "k4")
     return root, str(base / "fresh2"), str(base / "fresh3"), edited, deleted
 
 
@@ -231,3 +242,18 @@ def test_an_unchanged_row_whose_reference_broke_duplicates_and_bad_new_spans_fai
     full = validate_bundle(path, write=False, every_row=True)
     assert full.compared_with is None
     assert _outcome(full) == _outcome(report)
+
+
+@pytest.mark.slow
+def test_an_addition_keeps_the_parent_communities_byte_for_byte(roots):
+    root, *_ = roots
+    before, after = bundle_path(root, "k3"), bundle_path(root, "k4")
+    for name in ("communities.parquet", "communities.usearch"):
+        with (
+            open(os.path.join(before, name), "rb") as old,
+            open(os.path.join(after, name), "rb") as new,
+        ):
+            assert old.read() == new.read(), name
+    mentions = _table(root, "k4", "mentions")
+    assert any("fastag" in m["doc_id"] for m in mentions), {m["doc_id"] for m in mentions}
+    assert len(mentions) > len(_table(root, "k3", "mentions"))

@@ -49,3 +49,23 @@ def test_reference_checks_on_whole_columns():
     assert duplicated(pa.array(["a", "b", "a", "c"])).tolist() == [True, False, True, False]
     assert not duplicated(pa.array(["a"], pa.string())).any()
     assert isinstance(duplicated(pa.array([], pa.string())), np.ndarray)
+
+
+def test_stretches_and_row_by_row_comparison_agree():
+    rng = np.random.default_rng(7)
+    ids = [f"{i:05d}" for i in range(3000)]
+    parent = _table(ids, [f"n{i}" for i in range(3000)], [[f"x{i % 7}"] for i in range(3000)])
+    keep = np.sort(rng.choice(3000, size=2900, replace=False))
+    names = parent["name"].to_pylist()
+    for i in rng.choice(3000, size=40, replace=False):
+        names[i] = "edited"
+    edited = parent.set_column(1, "name", pa.array(names)).take(keep)
+    added = _table(["zzzz1", "00000a"], ["new", "new"], [[], ["y"]])
+    table = pa.concat_tables([edited, added]).sort_by("id")
+    in_order = changed_rows(table, parent, "id")
+    # Shuffled, every row is its own stretch: the row-by-row path, same answer.
+    order = rng.permutation(table.num_rows)
+    shuffled = changed_rows(table.take(order), parent, "id")
+    assert (shuffled == in_order[order]).all()
+    expected = [row["id"] not in set(ids) or row["name"] == "edited" for row in table.to_pylist()]
+    assert in_order.tolist() == expected
