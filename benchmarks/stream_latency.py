@@ -9,7 +9,10 @@ Starts ``python -m pipelines.stream`` (the default local engine) on a temporary
 directory that holds the first ``--docs`` records of ``--corpus`` as one JSONL file
 (or one small seed document without ``--corpus``), waits for the first activation,
 then drops ``--arrivals`` new documents one at a time, each a record of
-``--arrivals-from`` written as its own ``.txt`` file. For each it measures the
+``--arrivals-from`` written as its own ``.txt`` file. Each lands a random (seeded)
+time into the stream's window cycle after the previous one became answerable: landing
+right after it would put every arrival at the same phase of the cycle (just after a
+window's refresh), which measures that phase, not the stream. For each it measures the
 seconds until the active generation's ``retrieve`` returns that document in the top
 five for its title. Prints each latency, their p50 and p95, the live segments after
 each arrival, and the stream process's resident memory (current and peak) as it goes.
@@ -20,6 +23,7 @@ waits until every one is live, and reports the live segments and the memory.
 import argparse
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -29,6 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pipelines.stream import seconds
 from store.activation import read_active
 from store.models import force_offline
 
@@ -176,6 +181,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per wait")
     parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the random landing times in the cycle"
+    )
+    parser.add_argument(
         "--steady",
         type=float,
         default=None,
@@ -190,6 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "so the stream starts from the generation it left",
     )
     args = parser.parse_args(own)
+    cycle = seconds(args.window)
     force_offline()
     from store.models import load_sentence_transformer, resolve_model
 
@@ -233,7 +242,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return 0
             latencies = []
             reader = Reader(root, model)
+            phase = random.Random(args.seed)
             for name, text, query in incoming:
+                time.sleep(phase.uniform(0.0, cycle))
                 landed = time.monotonic()
                 (watch / name).write_text(text, encoding="utf-8")
                 while not reader.answerable(query, name):
@@ -251,6 +262,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary = {
         "docs": indexed,
         "window": args.window,
+        "landing": f"random phase, seed {args.seed}",
         "arrivals": len(latencies),
         "p50_s": round(statistics.median(latencies), 1),
         "p95_s": round(percentile(latencies, 0.95), 1),

@@ -596,6 +596,7 @@ def cmd_stream(args: argparse.Namespace, build_args: list[str]) -> int:
         argv += ["--poll", args.poll]
     if args.stop_after:
         argv += ["--stop_after", args.stop_after]
+    argv += ["--max_segments", str(args.max_segments), "--max_deleted", str(args.max_deleted)]
     run(argv + build_args)
     return 0
 
@@ -677,8 +678,11 @@ def build_parser() -> argparse.ArgumentParser:
         "active generation to the input's current state: only files whose size or "
         "modification time changed are read, their new and changed documents become one "
         "new segment, documents of vanished files are deleted, and the rest stay where "
-        "they are unread. The generation is validated and activated only if it passes, and "
-        "compacted when the merge policy calls for it; models stay loaded between windows. "
+        "they are unread. The generation is validated and activated only if it passes. "
+        "When the merge policy calls for it, compaction runs in a child process beside the "
+        "windows, and the first window after it builds on the compacted generation (what "
+        "windows added meanwhile is read again, its vectors reused). Models stay loaded "
+        "between windows. "
         "Prints one line per window. Any other option is passed to each window's build "
         "(e.g. --knowledge=false).",
     )
@@ -686,6 +690,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--window", default="5m", help="window length, e.g. 30s, 5m (default 5m)")
     p.add_argument("--poll", default=None, help="listing interval (default: window / 5)")
     p.add_argument("--stop-after", dest="stop_after", default=None, help="stop after, e.g. 1h")
+    p.add_argument(
+        "--max-segments",
+        dest="max_segments",
+        type=int,
+        default=10,
+        help="merge policy: compact past this many segments (default 10)",
+    )
+    p.add_argument(
+        "--max-deleted",
+        dest="max_deleted",
+        type=float,
+        default=0.25,
+        help="merge policy: compact past this share of deleted chunk rows (default 0.25)",
+    )
     p.add_argument(
         "--engine",
         choices=("loop", "beam"),

@@ -1,5 +1,6 @@
 """One refresh of a bundle root from its input: delta build -> validate -> activate, then
-compaction when the merge policy calls for it (``pipelines.compact.MergePolicy``).
+compaction when the merge policy calls for it (``pipelines.compact.MergePolicy``): here,
+or beside the stream's windows (``evidex.compactor``), which a refresh then takes in.
 
 Shared by ``evidex stream`` (once per window) and scheduled runs. The input's
 current state is what gets built: new and changed documents are processed,
@@ -96,18 +97,27 @@ def write_state(root: str, state: dict[str, Any]) -> None:
     storage.write_bytes(storage.join(root, STATE_FILE), payload)
 
 
-def refresh(input_pattern: str, root: str | None, build_args: Sequence[str] = ()) -> RefreshResult:
+def refresh(
+    input_pattern: str,
+    root: str | None,
+    build_args: Sequence[str] = (),
+    *,
+    compactor: Any = None,
+) -> RefreshResult:
     """Bring the root's active bundle up to date with ``input_pattern``.
 
     Args:
         input_pattern: file, directory or glob (any Beam filesystem).
         root: bundle root.
         build_args: extra ``evidex build`` / Beam options.
+        compactor: an ``evidex.compactor.BackgroundCompaction`` (the stream's): the merge
+            policy's compaction runs beside the windows, and a finished one is activated,
+            or the refresh rebases onto it. Without one, compaction runs here, after the
+            activation (:func:`compact_if_due`).
     """
     from pipelines.build_index import BuildFailedError, run
     from store.activation import ActivationError, activate, read_active
-    from store.regression import read_cases
-    from validation import validate_bundle
+    from store.bundles import read_manifest
 
     started = time.monotonic()
     root = resolve_root(root)
@@ -116,12 +126,45 @@ def refresh(input_pattern: str, root: str | None, build_args: Sequence[str] = ()
     files = listing(input_pattern)
     digest, seen = fingerprint(files), len(files)
     state, active = read_state(root), read_active(root)
-    if active and state.get("listing") == digest and state.get("bundle_id") == active:
-        return RefreshResult("unchanged", active, seen, 0, 0, 0, 0, "", 0.0)
+    ready = compactor.finished() if compactor is not None else None
+    note, parent_id, reuse = "", None, frozenset[str]()
+    if ready is not None and active == ready.source:
+        try:  # nothing was activated since the compaction began: it takes its source's place
+            activate(root, ready.bundle_id, expected_previous=ready.source)
+            write_state(
+                root,
+                {
+                    "listing": fingerprint(ready.files),
+                    "bundle_id": ready.bundle_id,
+                    "files": ready.files,
+                },
+            )
+            state, active = read_state(root), ready.bundle_id
+            note = f"compacted into {ready.bundle_id}"
+        except ActivationError as exc:
+            note = f"compacted {ready.bundle_id} not activated: {exc}"
+    elif ready is not None and active is not None:
+        # Windows were activated meanwhile: this one builds on the compacted generation,
+        # re-reading what they added (their vectors reused) and leaving their segments out.
+        source = {r.bundle_id for r in read_manifest(local_bundle(root, ready.source)).segments}
+        windows = {r.bundle_id for r in read_manifest(local_bundle(root, active)).segments}
+        parent_id, reuse = ready.bundle_id, frozenset(windows - source)
+        state = {"bundle_id": ready.bundle_id, "files": ready.files}
+        note = f"rebased onto compacted {ready.bundle_id}"
+    if (
+        parent_id is None
+        and active
+        and state.get("listing") == digest
+        and state.get("bundle_id") == active
+    ):
+        status = "activated" if note.startswith("compacted into") else "unchanged"
+        return RefreshResult(status, active, seen, 0, 0, 0, 0, note, time.monotonic() - started)
     try:
         built = run(
             ["--input", input_pattern, "--root", root, *build_args],
-            untouched_files=untouched_files(state, active, files),
+            untouched_files=untouched_files(state, parent_id or active, files),
+            parent_id=parent_id,
+            reuse_vectors_from=reuse,
         )
     except (BuildFailedError, OSError, RuntimeError, ValueError) as exc:
         return RefreshResult(
@@ -134,32 +177,42 @@ def refresh(input_pattern: str, root: str | None, build_args: Sequence[str] = ()
         delta.get("deleted", 0),
         delta.get("texts_embedded", 0),
     )
-    local = local_bundle(root, built.bundle_id)  # a cached copy on an object-store root
-    report = validate_bundle(
-        local, regression=read_cases(root), locate=lambda other: local_bundle(root, other)
-    )
-    store_validation_report(root, built.bundle_id, local)
-    if not report.passed:
-        failed = ", ".join(c.name for c in report.failed()[:3])
+    refused = _validated(root, built.bundle_id)
+    if refused:
         return RefreshResult(
-            "refused",
-            built.bundle_id,
-            seen,
-            *counts,
-            f"validation failed: {failed}",
-            time.monotonic() - started,
+            "refused", built.bundle_id, seen, *counts, refused, time.monotonic() - started
         )
     try:
-        activate(root, built.bundle_id)
+        activate(root, built.bundle_id, **({"expected_previous": active} if parent_id else {}))
     except ActivationError as exc:
         return RefreshResult(
             "refused", built.bundle_id, seen, *counts, str(exc), time.monotonic() - started
         )
     write_state(root, {"listing": digest, "bundle_id": built.bundle_id, "files": files})
-    active_now, note = compact_if_due(root, built.bundle_id, built.manifest, build_args)
-    if active_now != built.bundle_id:
-        write_state(root, {"listing": digest, "bundle_id": active_now, "files": files})
+    if compactor is not None:
+        active_now = built.bundle_id
+        started_note = compactor.maybe_start(built.bundle_id, built.manifest, files)
+        note = "; ".join(n for n in (note, started_note) if n)
+    else:
+        active_now, note = compact_if_due(root, built.bundle_id, built.manifest, build_args)
+        if active_now != built.bundle_id:
+            write_state(root, {"listing": digest, "bundle_id": active_now, "files": files})
     return RefreshResult("activated", active_now, seen, *counts, note, time.monotonic() - started)
+
+
+def _validated(root: str, bundle_id: str) -> str:
+    """Validate a built bundle and store its report; "" if it passed, else why not."""
+    from store.regression import read_cases
+    from validation import validate_bundle
+
+    local = local_bundle(root, bundle_id)  # a cached copy on an object-store root
+    report = validate_bundle(
+        local, regression=read_cases(root), locate=lambda other: local_bundle(root, other)
+    )
+    store_validation_report(root, bundle_id, local)
+    if report.passed:
+        return ""
+    return "validation failed: " + ", ".join(c.name for c in report.failed()[:3])
 
 
 def compact_if_due(
@@ -181,8 +234,6 @@ def compact_if_due(
     from pipelines import compact
     from pipelines.build_index import BuildFailedError
     from store.activation import ActivationError, activate
-    from store.regression import read_cases
-    from validation import validate_bundle
 
     reason = (policy or compact.MergePolicy()).reason(manifest)
     if reason is None:
@@ -193,14 +244,9 @@ def compact_if_due(
     except (BuildFailedError, OSError, RuntimeError, ValueError) as exc:
         logger.warning("compaction of %s failed: %s", bundle_id, exc)
         return bundle_id, f"compaction failed: {exc}"
-    local = local_bundle(root, result.bundle_id)
-    report = validate_bundle(
-        local, regression=read_cases(root), locate=lambda other: local_bundle(root, other)
-    )
-    store_validation_report(root, result.bundle_id, local)
-    if not report.passed:
-        failed = ", ".join(c.name for c in report.failed()[:3])
-        return bundle_id, f"compacted {result.bundle_id} refused: {failed}"
+    refused = _validated(root, result.bundle_id)
+    if refused:
+        return bundle_id, f"compacted {result.bundle_id} refused: {refused}"
     try:
         activate(root, result.bundle_id, expected_previous=bundle_id)
     except ActivationError as exc:

@@ -68,7 +68,14 @@ from store.segments import (
 )
 from store.staging import discard, heartbeat
 from transforms.chunk import ChunkDocuments
-from transforms.delta import CHANGED, DUPLICATE, UNCHANGED, SplitByDelta, reusable_parent
+from transforms.delta import (
+    CHANGED,
+    DUPLICATE,
+    UNCHANGED,
+    ReadKnownVectors,
+    SplitByDelta,
+    reusable_parent,
+)
 from transforms.embed import EmbedChunks
 from transforms.ingest import ReadDocuments, count_matches, pattern_and_root
 from transforms.knowledge_update import KNOWLEDGE_STATE
@@ -203,6 +210,8 @@ class ParentBundle:
     read_files: tuple[str, ...] | None = None
     """The input files to read (``None``: every match of the input), when some are
     untouched."""
+    vector_sources: tuple[str, ...] = ()
+    """Bundle directories whose chunk vectors are reused for chunks of the same text."""
 
     @property
     def states(self) -> list[tuple[str, str]]:
@@ -267,10 +276,19 @@ def assemble(
     chunked = documents | "ChunkDocuments" >> ChunkDocuments(
         model=model_path, config=config.chunk, max_tokens=model.max_seq_length - 2
     )
+    known = None
+    if parent is not None and parent.vector_sources:
+        known = [
+            pipeline
+            | f"KnownChunkVectors{i}"
+            >> ReadKnownVectors(storage.join(path, bundles.CHUNKS), text_column="text")
+            for i, path in enumerate(parent.vector_sources)
+        ] | "KnownChunkVectors" >> beam.Flatten()
     embedded = chunked[GOOD] | "EmbedChunks" >> EmbedChunks(
         model=model_path,
         batch_size=config.embed.batch_size,
         batch_chars=config.embed.batch_chars,
+        known=known,
     )
     all_embedded = embedded[GOOD]
     if config.knowledge.enabled:
@@ -362,6 +380,8 @@ def run(
     *,
     bundle_id: str | None = None,
     untouched_files: Collection[str] = (),
+    parent_id: str | None = None,
+    reuse_vectors_from: Collection[str] = (),
 ) -> BuildResult:
     """Build and stage a bundle, then publish it under ``bundles/<id>``.
 
@@ -372,6 +392,11 @@ def run(
             unchanged since the active generation was built: on a refresh, their live
             documents are kept without reading the files (the stream passes the files
             whose path, size and modification time are those of its last listing).
+        parent_id: the generation a refresh builds on, instead of the active one (the
+            stream rebasing its windows onto a compaction that finished meanwhile).
+        reuse_vectors_from: bundle ids of segments whose chunk vectors a refresh reuses
+            for chunks with the same text (the windows' segments a rebase leaves out):
+            nothing they hold is embedded again.
 
     Raises:
         BuildFailedError: bad input past the threshold, or a pipeline failure.
@@ -415,6 +440,8 @@ def run(
                 sidecar=sidecar,
                 encoder_model=loaded if opts.query_encoder_artifact else None,
                 untouched_files=frozenset(untouched_files),
+                parent_id=parent_id,
+                reuse_vectors_from=tuple(sorted(reuse_vectors_from)),
             )
         except BaseException:
             discard(root, bundle_id, keep_failures=opts.keep_failed)
@@ -434,16 +461,23 @@ def _build(
     sidecar: dict[str, dict[str, Any]] | None,
     encoder_model: Any = None,
     untouched_files: frozenset[str] = frozenset(),
+    parent_id: str | None = None,
+    reuse_vectors_from: tuple[str, ...] = (),
 ) -> Manifest:
     """Run the pipeline into ``staging``, check its dead letters and write the manifest
     (with the query encoder exported from ``encoder_model``, when given)."""
     opts = options.view_as(EvidexBuildOptions)
     if not storage.is_remote(staging):
         os.makedirs(os.path.join(staging, bundles.FAILURES_DIR), exist_ok=True)
-    active = read_active(root)
-    parent = _delta_parent(root, active, config, model) if opts.delta else None
+    base = parent_id or read_active(root)
+    parent = _delta_parent(root, base, config, model) if opts.delta else None
     if parent is not None and untouched_files and not sidecar and config.input != STDLIB_CORPUS:
         parent = _skip_untouched(parent, config.input, untouched_files)
+    if parent is not None and reuse_vectors_from:
+        parent = replace(
+            parent,
+            vector_sources=tuple(bundles.bundle_path(root, b) for b in reuse_vectors_from),
+        )
     logger.info(
         "building bundle %s from %s into %s%s",
         bundle_id,
@@ -497,7 +531,7 @@ def _build(
             bundle_id=bundle_id,
             config=config,
             model=model,
-            parent_bundle_id=active,
+            parent_bundle_id=base,
             delta=delta,
             query_encoder=query_encoder,
             segments=kept,

@@ -35,7 +35,10 @@ from apache_beam.io import fileio
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.transforms import window
 
+from evidex.compactor import BackgroundCompaction
 from evidex.refresh import refresh
+from pipelines.compact import DEFAULT_MAX_DELETED_SHARE, DEFAULT_MAX_SEGMENTS, MergePolicy
+from store.bundles import resolve_root
 from store.models import keep_models_loaded
 
 logger = logging.getLogger(__name__)
@@ -78,25 +81,51 @@ def stream_arguments() -> argparse.ArgumentParser:
         default=None,
         help="stop watching after this long (tests, one-off catch-up runs)",
     )
+    parser.add_argument(
+        "--max_segments",
+        type=int,
+        default=DEFAULT_MAX_SEGMENTS,
+        help="merge policy: compact (beside the windows) past this many segments",
+    )
+    parser.add_argument(
+        "--max_deleted",
+        type=float,
+        default=DEFAULT_MAX_DELETED_SHARE,
+        help="merge policy: compact past this share of deleted chunk rows",
+    )
     return parser
 
 
 class _RefreshFn(beam.DoFn):
     """One non-empty window -> one refresh of the bundle root, with a progress line."""
 
-    def __init__(self, *, input_pattern: str, root: str | None, build_args: list[str]) -> None:
+    def __init__(
+        self,
+        *,
+        input_pattern: str,
+        root: str | None,
+        build_args: list[str],
+        policy: MergePolicy | None = None,
+    ) -> None:
         self._input = input_pattern
         self._root = root
         self._build_args = build_args
+        self._policy = policy
 
     def setup(self) -> None:
         keep_models_loaded()  # the worker's windows share one load of each model
+        self._compactor = BackgroundCompaction(
+            resolve_root(self._root), self._build_args, self._policy
+        )
+
+    def teardown(self) -> None:
+        self._compactor.stop()
 
     def process(self, element: Any, win: Any = beam.DoFn.WindowParam) -> Iterator[str]:
         # The window's listings only say "the input was seen"; the refresh re-lists the
         # input itself, so deletions and edits late in the window are included.
         del element
-        result = refresh(self._input, self._root, self._build_args)
+        result = refresh(self._input, self._root, self._build_args, compactor=self._compactor)
         line = f"window {win.start.to_utc_datetime():%H:%M:%S}: {result.line()}"
         report(line)
         yield line
@@ -111,6 +140,7 @@ def build_pipeline(
     poll_seconds: float,
     stop_after: float | None,
     build_args: Sequence[str] = (),
+    policy: MergePolicy | None = None,
 ) -> beam.PCollection:
     """Wire the streaming refresh pipeline; returns the per-window progress lines."""
     from transforms.ingest import pattern_and_root
@@ -128,7 +158,12 @@ def build_pipeline(
         | "PerWindow" >> beam.GroupByKey()
         | "Refresh"
         >> beam.ParDo(
-            _RefreshFn(input_pattern=input_pattern, root=root, build_args=list(build_args))
+            _RefreshFn(
+                input_pattern=input_pattern,
+                root=root,
+                build_args=list(build_args),
+                policy=policy,
+            )
         )
     )
 
@@ -146,23 +181,29 @@ def run_loop(
     stop_after: float | None,
     build_args: Sequence[str] = (),
     clock: Any = time,
+    policy: MergePolicy | None = None,
 ) -> int:
     """Refresh once per window until ``stop_after``; returns the number of windows run.
 
     Windows are aligned to multiples of ``window_seconds``; a refresh that takes
-    longer than a window delays the next one (windows never overlap).
+    longer than a window delays the next one (windows never overlap). Compaction runs
+    beside the windows (``evidex.compactor``).
     """
     keep_models_loaded()  # every window's pipeline reuses the models the first loaded
+    compactor = BackgroundCompaction(resolve_root(root), build_args, policy)
     deadline = clock.time() + stop_after if stop_after else None
     windows = 0
-    while deadline is None or clock.time() < deadline:
-        now = clock.time()
-        end = (now // window_seconds + 1) * window_seconds
-        result = refresh(input_pattern, root, build_args)
-        start = time.strftime("%H:%M:%S", time.gmtime(end - window_seconds))
-        report(f"window {start}: {result.line()}")
-        windows += 1
-        clock.sleep(max(0.0, end - clock.time()))
+    try:
+        while deadline is None or clock.time() < deadline:
+            now = clock.time()
+            end = (now // window_seconds + 1) * window_seconds
+            result = refresh(input_pattern, root, build_args, compactor=compactor)
+            start = time.strftime("%H:%M:%S", time.gmtime(end - window_seconds))
+            report(f"window {start}: {result.line()}")
+            windows += 1
+            clock.sleep(max(0.0, end - clock.time()))
+    finally:
+        compactor.stop()
     return windows
 
 
@@ -170,10 +211,11 @@ def run(argv: Sequence[str]) -> None:
     """Run the stream until ``--stop_after`` (or forever)."""
     args, rest = stream_arguments().parse_known_args(list(argv))
     build_args = [a for a in rest if a != "--streaming"]
+    policy = MergePolicy(max_segments=args.max_segments, max_deleted_share=args.max_deleted)
     if args.engine == "loop":
         run_loop(
             args.input, args.root, window_seconds=args.window, stop_after=args.stop_after,
-            build_args=build_args,
+            build_args=build_args, policy=policy,
         )  # fmt: skip
         return
     options = PipelineOptions(build_args)
@@ -187,6 +229,7 @@ def run(argv: Sequence[str]) -> None:
         poll_seconds=args.poll or max(args.window / 5, 0.5),
         stop_after=args.stop_after,
         build_args=build_args,
+        policy=policy,
     )
     pipeline.run().wait_until_finish()
 

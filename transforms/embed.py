@@ -261,6 +261,8 @@ class EmbedChunks(beam.PTransform):
         model: sentence-transformers name or local path.
         batch_size: most texts per encode call.
         batch_chars: most characters per encode call, counted as texts x longest text.
+        known: optional ``PCollection[(text_key, vector)]``: chunks whose text has a
+            vector there are not embedded again.
     """
 
     def __init__(
@@ -269,12 +271,14 @@ class EmbedChunks(beam.PTransform):
         model: str,
         batch_size: int = DEFAULT_EMBED_BATCH,
         batch_chars: int = DEFAULT_EMBED_CHARS,
+        known: beam.PCollection | None = None,
     ) -> None:
         super().__init__()
         _check_batching(batch_size, batch_chars)
         self._batch_size = batch_size
         self._batch_chars = batch_chars
         self._model = str(model)
+        self._known = known
 
     def expand(self, chunks: beam.PCollection) -> Any:
         keyed = chunks | "KeyByText" >> beam.Map(lambda c: (text_key(c.text), c))
@@ -283,7 +287,10 @@ class EmbedChunks(beam.PTransform):
             | "ChunkTexts" >> beam.Map(lambda c: c.text)
             | "Embed"
             >> EmbedTexts(
-                model=self._model, batch_size=self._batch_size, batch_chars=self._batch_chars
+                model=self._model,
+                batch_size=self._batch_size,
+                batch_chars=self._batch_chars,
+                known=self._known,
             )
         )
         joined = (

@@ -79,3 +79,62 @@ def test_a_refresh_reads_only_changed_files_and_keeps_the_rest_unread(tmp_path):
     third = refresh(str(watch), str(root), FAST)
     assert third.status == "activated" and third.changed == 1
     assert live(root)["owls.txt"].revision != before["owls.txt"].revision
+
+
+@pytest.mark.slow
+def test_compaction_runs_beside_the_windows_and_they_rebase_onto_it(tmp_path):
+    from evidex.compactor import BackgroundCompaction
+    from pipelines.compact import MergePolicy
+
+    watch, root = tmp_path / "in", str(tmp_path / "root")
+    watch.mkdir()
+    texts = {
+        "owls.txt": "Barn owls hunt at night by sound alone.",
+        "glass.txt": "Glass is made from sand and soda ash in a furnace.",
+        "rust.txt": "Iron rusts when water and oxygen reach it.",
+        "tea.txt": "Green tea leaves are steamed soon after picking.",
+        "bees.txt": "Honey bees dance to tell the hive where flowers are.",
+    }
+
+    def land(name):
+        (watch / name).write_text(texts[name], encoding="utf-8")
+
+    compactor = BackgroundCompaction(root, policy=MergePolicy(max_segments=1))
+    try:
+        land("owls.txt")
+        assert refresh(str(watch), root, compactor=compactor).status == "activated"
+        land("glass.txt")
+        second = refresh(str(watch), root, compactor=compactor)
+        assert "compacting in the background" in second.reason and compactor.running
+        compactor.wait(600)
+        # Nothing activated meanwhile: the compacted generation takes the source's place.
+        third = refresh(str(watch), root, compactor=compactor)
+        assert third.status == "activated" and third.reason.startswith("compacted into")
+        compacted = read_active(root)
+        assert read_manifest(bundle_path(root, compacted)).parent_bundle_id == second.bundle_id
+        assert len(read_manifest(bundle_path(root, compacted)).segments) == 1
+
+        land("rust.txt")
+        fourth = refresh(str(watch), root, compactor=compactor)  # 2 segments: compacts again
+        assert compactor.running
+        land("tea.txt")
+        fifth = refresh(str(watch), root, compactor=compactor)  # a window beside it
+        assert fifth.status == "activated" and fifth.new == 1
+        compactor.wait(600)
+        land("bees.txt")
+        sixth = refresh(str(watch), root, compactor=compactor)
+    finally:
+        compactor.stop()
+    # The window after the compaction builds on it: tea (added by a window meanwhile)
+    # is read again into the new segment without being embedded again, and the windows'
+    # segments are gone from the generation.
+    assert sixth.status == "activated" and "rebased onto compacted" in sixth.reason
+    manifest = read_manifest(bundle_path(root, sixth.bundle_id))
+    rebased_onto = manifest.parent_bundle_id
+    assert read_manifest(bundle_path(root, rebased_onto)).parent_bundle_id == fourth.bundle_id
+    assert [s.bundle_id for s in manifest.segments] == [rebased_onto, sixth.bundle_id]
+    assert sorted(live(root)) == sorted(texts)
+    assert manifest.delta["new"] + manifest.delta["changed"] == 2  # tea again, and bees
+    chunks = pq.read_table(os.path.join(bundle_path(root, sixth.bundle_id), "chunks.parquet"))
+    assert set(chunks["doc_id"].to_pylist()) == {"tea.txt", "bees.txt"}
+    assert sixth.chunks_embedded == chunks["doc_id"].to_pylist().count("bees.txt")

@@ -119,6 +119,52 @@ def test_a_killed_stream_restarts_without_losing_or_duplicating(tmp_path):
         stream.wait()
 
 
+def compactions(root: Path) -> list[int]:
+    """Pids of the background compactions of ``root`` (their command lines name it)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue  # gone, or not a process
+        if b"compact" in argv and str(root).encode() in argv:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.slow
+def test_a_stream_killed_during_a_background_compaction_loses_nothing(tmp_path):
+    watch, root = tmp_path / "in", tmp_path / "root"
+    watch.mkdir()
+    (watch / "owls.md").write_text(DOCS["owls.md"], encoding="utf-8")
+    stream = start_stream(watch, root, "--knowledge=false", "--max_segments", "1")
+    try:
+        wait_for(root, {"owls.md"})
+        (watch / "glass.txt").write_text(DOCS["glass.txt"], encoding="utf-8")
+        wait_for(root, {"owls.md", "glass.txt"})  # two segments: compaction starts beside
+        deadline = time.monotonic() + WAIT
+        while time.monotonic() < deadline and not compactions(root):
+            time.sleep(0.2)
+        children = compactions(root)
+        assert children, "no background compaction started"
+        before = read_active(str(root))
+        stream.send_signal(signal.SIGKILL)
+        stream.wait()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and compactions(root):
+            time.sleep(0.2)
+        assert not compactions(root), "the compaction outlived the stream"
+        assert read_active(str(root)) == before
+        assert set(active_documents(root)) == {"owls.md", "glass.txt"}
+        (watch / "rust.md").write_text(DOCS["rust.md"], encoding="utf-8")
+        stream = start_stream(watch, root, "--knowledge=false")
+        docs = wait_for(root, {"owls.md", "glass.txt", "rust.md"})
+        assert len(docs) == 3
+    finally:
+        stream.kill()
+        stream.wait()
+
+
 @pytest.mark.slow
 def test_the_beam_streaming_pipeline_publishes_the_watched_input(tmp_path):
     """``--engine beam``: MatchContinuously -> windows -> refresh. On the DirectRunner the
