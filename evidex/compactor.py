@@ -81,6 +81,7 @@ class BackgroundCompaction:
         self._build_args = list(build_args)
         self._policy = policy
         self._running: _Running | None = None
+        self._failure = ""
 
     @property
     def running(self) -> bool:
@@ -139,16 +140,20 @@ class BackgroundCompaction:
         except ValueError:  # no object, or not JSON
             payload = {}
         if running.process.returncode != 0 or not payload.get("compacted"):
-            logger.warning(
-                "background compaction of %s failed (exit %s, %s); log: %s",
-                running.source,
-                running.process.returncode,
-                payload.get("validation", "no result"),
-                running.log.name,
+            self._failure = (
+                f"background compaction of {running.source} failed (exit "
+                f"{running.process.returncode}, validation "
+                f"{payload.get('validation', 'not reached')}); log: {running.log.name}"
             )
+            logger.warning("%s", self._failure)
             return None
         os.unlink(running.log.name)
         return Compacted(str(payload["bundle_id"]), running.source, running.files)
+
+    def take_failure(self) -> str:
+        """Why the last compaction failed ("" if it did not), once: for a progress line."""
+        failure, self._failure = self._failure, ""
+        return failure
 
     def wait(self, timeout: float | None = None) -> None:
         """Block until a running compaction's child exits (``subprocess.TimeoutExpired``

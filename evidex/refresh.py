@@ -127,7 +127,8 @@ def refresh(
     digest, seen = fingerprint(files), len(files)
     state, active = read_state(root), read_active(root)
     ready = compactor.finished() if compactor is not None else None
-    note, parent_id, reuse = "", None, frozenset[str]()
+    note = compactor.take_failure() if compactor is not None else ""
+    parent_id, reuse = None, frozenset[str]()
     if ready is not None and active == ready.source:
         try:  # nothing was activated since the compaction began: it takes its source's place
             activate(root, ready.bundle_id, expected_previous=ready.source)
@@ -157,7 +158,7 @@ def refresh(
         and state.get("listing") == digest
         and state.get("bundle_id") == active
     ):
-        status = "activated" if note.startswith("compacted into") else "unchanged"
+        status = "activated" if active == getattr(ready, "bundle_id", None) else "unchanged"
         return RefreshResult(status, active, seen, 0, 0, 0, 0, note, time.monotonic() - started)
     try:
         built = run(
