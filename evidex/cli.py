@@ -334,9 +334,11 @@ def cmd_compact(args: argparse.Namespace, beam_args: list[str]) -> int:
     source = args.source or active
     if source is None:
         raise RuntimeError(f"nothing to compact: no active bundle under {root}")
+    merge = None
     if not args.force:
         policy = MergePolicy(max_segments=args.max_segments, max_deleted_share=args.max_deleted)
-        reason = policy.reason(read_manifest(local_bundle(root, source)))
+        manifest = read_manifest(local_bundle(root, source))
+        reason = policy.reason(manifest)
         if reason is None:
             _emit(
                 {"compacted": False, "source": source},
@@ -345,8 +347,14 @@ def cmd_compact(args: argparse.Namespace, beam_args: list[str]) -> int:
                 f"{args.max_deleted:.0%} deleted rows); --force compacts anyway",
             )
             return 0
-        logger.info("compacting %s: %s", source, reason)
-    result = run(beam_args, root=root, source=source)
+        merge = policy.segments_to_merge(manifest)
+        logger.info(
+            "compacting %s: %s (%s)",
+            source,
+            reason,
+            f"tiered: segments {', '.join(merge)}" if merge else "whole",
+        )
+    result = run(beam_args, root=root, source=source, merge=merge)
     path = local_bundle(root, result.bundle_id)
     report = validate_bundle(
         path, regression=read_cases(root), locate=lambda other: local_bundle(root, other)
@@ -360,6 +368,7 @@ def cmd_compact(args: argparse.Namespace, beam_args: list[str]) -> int:
         "segments": result.manifest.delta.get("compacted_segments")
         if result.manifest.delta
         else [],
+        "tiered": merge is not None,
         "validation": "passed" if report.passed else "failed",
         "activated": False,
     }
@@ -721,8 +730,11 @@ def build_parser() -> argparse.ArgumentParser:
         "again; then validate it and, if it passes, activate it in place of the generation "
         "it compacted (compare-and-swap: a refresh activated meanwhile wins). Runs only when "
         "the merge policy calls for it (more than --max-segments segments, or more than "
-        "--max-deleted of the chunk rows deleted) unless --force. Beam runner flags are "
-        "passed to the pipeline.",
+        "--max-deleted of the chunk rows deleted) unless --force. When the segments besides "
+        "the largest are small beside it (under half its live rows) and deletions do not "
+        "call for more, the policy merges only those (a tiered merge: the largest segment "
+        "and the knowledge layer are kept as they are); --force always merges everything. "
+        "Beam runner flags are passed to the pipeline.",
     )
     p.add_argument("--source", default=None, metavar="BUNDLE", help="generation to compact")
     p.add_argument(

@@ -1,7 +1,8 @@
 """Compaction beside the stream: the merge policy's compaction runs in a child process
 while the windows go on, so a window never waits for it.
 
-The child runs ``evidex compact --source S --no-activate`` (compact, then validate). When
+The child runs ``evidex compact --source S --no-activate`` with the stream's merge policy
+(a tiered merge of the small window segments, or a whole merge; then validation). When
 it has finished, the stream's next window takes the result (:meth:`BackgroundCompaction.
 finished`): if nothing was activated since ``S``, the compacted generation is activated in
 ``S``'s place (compare-and-swap); otherwise the window *rebases* onto it: it builds on the
@@ -95,7 +96,8 @@ class BackgroundCompaction:
 
         if self._running is not None:
             return ""
-        reason = (self._policy or MergePolicy()).reason(manifest)
+        policy = self._policy or MergePolicy()
+        reason = policy.reason(manifest)
         if reason is None:
             return ""
         # Both stay open while the child runs; finished() and stop() close them.
@@ -112,7 +114,10 @@ class BackgroundCompaction:
             self._root,
             "--source",
             bundle_id,
-            "--force",
+            "--max-segments",
+            str(policy.max_segments),
+            "--max-deleted",
+            str(policy.max_deleted_share),
             "--no-activate",
             "--json",
             *self._build_args,

@@ -236,12 +236,18 @@ def compact_if_due(
     from pipelines.build_index import BuildFailedError
     from store.activation import ActivationError, activate
 
-    reason = (policy or compact.MergePolicy()).reason(manifest)
+    policy = policy or compact.MergePolicy()
+    reason = policy.reason(manifest)
     if reason is None:
         return bundle_id, ""
     logger.info("compacting %s: %s", bundle_id, reason)
     try:
-        result = compact.run(list(build_args), root=root, source=bundle_id)
+        result = compact.run(
+            list(build_args),
+            root=root,
+            source=bundle_id,
+            merge=policy.segments_to_merge(manifest),
+        )
     except (BuildFailedError, OSError, RuntimeError, ValueError) as exc:
         logger.warning("compaction of %s failed: %s", bundle_id, exc)
         return bundle_id, f"compaction failed: {exc}"

@@ -40,23 +40,52 @@ from store.config import BuildConfig
 from store.models import force_offline, resolve_model
 from store.segments import Segment, live_revisions, open_segments
 from store.staging import discard, heartbeat
-from transforms.segments import DOCUMENTS, ReadExtraction, ReadLiveRows
+from transforms.segments import DOCUMENTS, ReadExtraction, ReadLiveRows, WriteExtraction
 from transforms.tags import typed
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_SEGMENTS = 10
 DEFAULT_MAX_DELETED_SHARE = 0.25
+DEFAULT_SMALL_SHARE = 0.5
+KNOWLEDGE_FILES = (
+    bundles.MENTIONS,
+    bundles.ENTITIES,
+    bundles.RELATIONS,
+    bundles.COMMUNITIES,
+    bundles.RELATION_INDEX,
+    bundles.COMMUNITY_INDEX,
+)
 
 
 @dataclass(frozen=True)
 class MergePolicy:
     """When a generation should be compacted: more than ``max_segments`` segments, or
     more than ``max_deleted_share`` of its chunk rows deleted (dead rows still cost
-    search time and disk)."""
+    search time and disk); and what to merge (:meth:`segments_to_merge`)."""
 
     max_segments: int = DEFAULT_MAX_SEGMENTS
     max_deleted_share: float = DEFAULT_MAX_DELETED_SHARE
+    small_share: float = DEFAULT_SMALL_SHARE
+    """A tiered merge takes every segment but the largest while they hold fewer live
+    chunk rows than this share of the largest's."""
+
+    def segments_to_merge(self, manifest: Manifest) -> list[str] | None:
+        """The segments a due compaction merges: every one but the largest when they are
+        small beside it and no deletion share calls for more (a *tiered* merge: a few
+        seconds, the knowledge layer kept as it is); ``None`` for all of them (a *whole*
+        merge: the knowledge layer computed afresh, deletions reclaimed)."""
+        refs = manifest.segments
+        rows = sum(r.chunks for r in refs)
+        deleted = sum(len(r.deleted_chunks) for r in refs)
+        if rows and deleted / rows > self.max_deleted_share:
+            return None
+        live = {r.bundle_id: r.chunks - len(r.deleted_chunks) for r in refs}
+        largest = max(refs, key=lambda r: (live[r.bundle_id], r.bundle_id)).bundle_id
+        small = [r.bundle_id for r in refs if r.bundle_id != largest]
+        if len(small) < 2 or sum(live[b] for b in small) >= self.small_share * live[largest]:
+            return None
+        return small
 
     def reason(self, manifest: Manifest) -> str | None:
         """Why ``manifest``'s generation should be compacted, or ``None``."""
@@ -82,8 +111,13 @@ def assemble_compaction(
     model: Any,
     staging: str,
     processes: int = 1,
+    tiered: bool = False,
 ) -> None:
-    """Wire the compaction of ``segments`` into ``pipeline``, writing into ``staging``."""
+    """Wire the compaction of ``segments`` into ``pipeline``, writing into ``staging``.
+
+    ``tiered``: ``segments`` are some of the generation's, merged without touching its
+    knowledge layer (the launcher copies those tables); only their extraction moves into
+    the new segment."""
     live = pipeline | "LiveRows" >> ReadLiveRows(
         [(s.path, s.ref.deleted_documents, s.ref.deleted_chunks) for s in segments]
     )
@@ -93,6 +127,9 @@ def assemble_compaction(
         kept = pipeline | "KeptExtraction" >> ReadExtraction(
             [(s.path, s.ref.deleted_chunks) for s in segments], keep=live_ids
         )
+        if tiered:
+            _ = kept | "WriteSegmentExtraction" >> WriteExtraction(staging)
+            return
         nothing_to_parse = typed(pipeline | "NoNewChunks" >> beam.Create([]), Chunk)
         assemble_knowledge(
             nothing_to_parse,
@@ -107,12 +144,20 @@ def assemble_compaction(
         )
 
 
+def _knowledge_state(manifest: Manifest, bundle_id: str, *, tiered: bool) -> KnowledgeState:
+    """A whole merge clusters its communities afresh; a tiered one keeps the source's."""
+    if tiered and manifest.knowledge_state is not None:
+        return manifest.knowledge_state
+    return KnowledgeState(communities_from=bundle_id, entities_changed=0)
+
+
 def run(
     argv: Sequence[str] | None = None,
     *,
     root: str | None = None,
     source: str | None = None,
     bundle_id: str | None = None,
+    merge: Sequence[str] | None = None,
 ) -> BuildResult:
     """Compact the active generation (or ``source``) under ``root`` into a new bundle.
 
@@ -121,6 +166,9 @@ def run(
         root: bundle root (default ``$EVIDEX_HOME`` or ``./.evidex``).
         source: the generation to compact instead of the active one.
         bundle_id: override the time-based id (tests).
+        merge: the bundle ids of the segments to merge (a tiered merge: the others are
+            kept as they are, with their deletions, and so is the knowledge layer);
+            ``None`` merges them all (see :meth:`MergePolicy.segments_to_merge`).
 
     Raises:
         BuildFailedError: nothing to compact, a bad segment, or a pipeline failure.
@@ -145,6 +193,15 @@ def run(
         live = live_revisions(segments)
     except bundles.BundleError as exc:
         raise BuildFailedError(f"cannot compact {chosen}: {exc}") from exc
+    kept_refs, kept_revisions = [], []
+    if merge is not None:
+        unknown = sorted(set(merge) - {s.ref.bundle_id for s in segments})
+        if unknown or not merge:
+            raise BuildFailedError(f"{chosen} has no segments {unknown or '(none named)'}")
+        kept = {i for i, s in enumerate(segments) if s.ref.bundle_id not in merge}
+        kept_refs = [s.ref for i, s in enumerate(segments) if i in kept]
+        kept_revisions = [(d, doc.revision) for d, doc in live.items() if doc.position in kept]
+        segments = [s for s in segments if s.ref.bundle_id in merge]
     config = BuildConfig.model_validate(manifest.config)
     bundle_id = bundle_id or bundles.new_bundle_id()
     staging = bundles.staging_path(resolved, bundle_id)
@@ -168,7 +225,13 @@ def run(
                 model=manifest.model,
                 staging=staging,
                 processes=spacy_processes(options),
+                tiered=bool(kept_refs),
             )
+            if kept_refs:  # the generation-level knowledge tables, as they are
+                for name in KNOWLEDGE_FILES:
+                    if storage.exists(storage.join(path, name)):
+                        data = storage.read_bytes(storage.join(path, name))
+                        storage.write_bytes(storage.join(staging, name), data)
             query_encoder = reuse_encoder(path, staging, manifest.model)
             try:
                 result = pipeline.run()
@@ -181,6 +244,7 @@ def run(
             delta = {
                 "parent": chosen,
                 "compacted_segments": [s.ref.bundle_id for s in segments],
+                "kept_segments": [r.bundle_id for r in kept_refs],
                 "new": 0,
                 "changed": 0,
                 "unchanged": len(live),
@@ -198,9 +262,11 @@ def run(
                     parent_bundle_id=chosen,
                     delta=delta,
                     query_encoder=query_encoder,
-                    knowledge_state=KnowledgeState(communities_from=bundle_id, entities_changed=0)
+                    segments=kept_refs or None,
+                    knowledge_state=_knowledge_state(manifest, bundle_id, tiered=bool(kept_refs))
                     if config.knowledge.enabled
                     else None,
+                    kept_revisions=kept_revisions,
                 )
                 if local != staging:
                     storage.write_bytes(

@@ -298,3 +298,61 @@ def test_small_segments_merged_postings_score_what_the_per_segment_loop_scores(
         merged.index.search(vector, 5).keys.tolist()
         == one_by_one.index.search(vector, 5).keys.tolist()
     )
+
+
+def test_the_merge_policy_merges_small_segments_alone_when_it_can():
+    from schemas.manifest import SegmentRef
+
+    def generation(*segments):
+        return SimpleNamespace(segments=list(segments))
+
+    def segment(name, chunks, deleted=0):
+        return SegmentRef(
+            bundle_id=name,
+            digest="0" * 64,
+            documents=chunks,
+            chunks=chunks,
+            deleted_chunks=[f"{name}{i}" for i in range(deleted)],
+        )
+
+    policy = compact.MergePolicy(max_segments=2)
+    big, a, b = segment("big", 100), segment("a", 10), segment("b", 20)
+    assert policy.segments_to_merge(generation(a, big, b)) == ["a", "b"]
+    # The small ones hold half the largest's rows or more: everything is merged.
+    assert policy.segments_to_merge(generation(big, a, segment("c", 40))) is None
+    # One small segment alone is not worth a merge; deletions call for a whole one.
+    assert policy.segments_to_merge(generation(big, a)) is None
+    worn = segment("big", 100, deleted=40)
+    assert policy.segments_to_merge(generation(worn, a, b)) is None
+
+
+@pytest.mark.slow
+def test_a_tiered_merge_keeps_the_largest_segment_and_the_knowledge_layer(refreshed, tmp_path):
+    root, corpus, _ = refreshed
+    work = str(tmp_path / "root")
+    shutil.copytree(root, work)
+    extra = corpus / "owl.md"  # b3 adds one document (the fixture's folder, restored after)
+    extra.write_text("# Owls\n\nBarn owls hunt at night and find mice by sound.", encoding="utf-8")
+    try:
+        third = run(["--input", str(corpus), "--root", work], bundle_id="b3")
+    finally:
+        extra.unlink()
+    _activate(work, "b3")
+    assert [s.bundle_id for s in third.manifest.segments] == ["b1", "b2", "b3"]
+    merged = compact.run([], root=work, bundle_id="b4", merge=["b2", "b3"])
+    manifest = merged.manifest
+    assert [s.bundle_id for s in manifest.segments] == ["b1", "b4"]
+    assert manifest.segments[0] == third.manifest.segments[0]  # with its deletions
+    assert manifest.delta["compacted_segments"] == ["b2", "b3"]
+    assert manifest.knowledge_state == third.manifest.knowledge_state
+    for name in ("mentions", "entities", "relations", "communities"):
+        before = os.path.join(bundle_path(work, "b3"), f"{name}.parquet")
+        after = os.path.join(merged.path, f"{name}.parquet")
+        with open(before, "rb") as old, open(after, "rb") as new:
+            assert old.read() == new.read(), name
+    assert manifest.input_fingerprint == third.manifest.input_fingerprint
+    report = validate_bundle(merged.path)
+    assert report.passed, report.failed()
+    docs = pq.read_table(os.path.join(merged.path, "documents.parquet"))["doc_id"].to_pylist()
+    assert sorted(docs) == ["kite.md", "owl.md", "tea.md"]
+    assert EXTRACTED_MENTIONS in manifest.files
