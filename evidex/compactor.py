@@ -173,4 +173,5 @@ class BackgroundCompaction:
             self._running.process.wait()
             self._running.out.close()
             self._running.log.close()
+            os.unlink(self._running.log.name)  # a compaction cut short: nothing to read
             self._running = None
