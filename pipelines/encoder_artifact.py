@@ -9,8 +9,6 @@ PyTorch as older bundles do.
 """
 
 import logging
-import os
-import shutil
 from typing import Any
 
 from query.encoder import (
@@ -73,15 +71,7 @@ def reuse_encoder(parent: str, staging: str, model: ModelFingerprint) -> QueryEn
     if info is None or manifest.model != model:
         return None
     for rel in (info.graph, info.tokenizer):
-        source, target = storage.join(parent, rel), storage.join(staging, rel)
-        if storage.is_remote(target) or storage.is_remote(source):
-            storage.write_bytes(target, storage.read_bytes(source))
-            continue
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        try:
-            os.link(source, target)
-        except OSError:  # another filesystem, or links not allowed: copy
-            shutil.copyfile(source, target)
+        storage.reuse_file(storage.join(parent, rel), storage.join(staging, rel))
     logger.info("query encoder: the files of bundle %s, reused", manifest.bundle_id)
     return info
 

@@ -123,6 +123,20 @@ def write_bytes(path: str, data: bytes) -> None:
     os.replace(temp, path)
 
 
+def reuse_file(source: str, target: str) -> None:
+    """Give ``target`` the content of ``source``, a file of an immutable bundle: a hard
+    link on a local root (no bytes copied), a copy on an object store or across
+    filesystems."""
+    if is_remote(source) or is_remote(target):
+        write_bytes(target, read_bytes(source))
+        return
+    os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+    try:
+        os.link(source, target)
+    except OSError:  # another filesystem, or links not allowed: copy
+        shutil.copyfile(source, target)
+
+
 class PreconditionFailedError(RuntimeError):
     """A conditional write found the object changed since it was read."""
 

@@ -548,12 +548,10 @@ class _WriteSurfacesFn(beam.DoFn):
 
     def _parent_communities(self) -> Iterator[Any]:
         """Communities the update left as they were: the parent's table and HNSW file,
-        copied byte for byte."""
+        byte for byte."""
         for name in (bundles.COMMUNITIES, bundles.COMMUNITY_INDEX):
             target = storage.join(self._staging, name)
-            source = storage.join(self._parent, name)
-            with FileSystems.open(source) as src, FileSystems.create(target) as dst:
-                shutil.copyfileobj(src, dst)
+            storage.reuse_file(storage.join(self._parent, name), target)
             yield target, 0
 
     def _communities(
