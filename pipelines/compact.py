@@ -58,6 +58,13 @@ KNOWLEDGE_FILES = (
 )
 
 
+def _deleted_share(manifest: Manifest) -> float:
+    """The share of the generation's chunk rows its deletion sets name (0 when empty)."""
+    rows = sum(r.chunks for r in manifest.segments)
+    deleted = sum(len(r.deleted_chunks) for r in manifest.segments)
+    return deleted / rows if rows else 0.0
+
+
 @dataclass(frozen=True)
 class MergePolicy:
     """When a generation should be compacted: more than ``max_segments`` segments, or
@@ -76,9 +83,7 @@ class MergePolicy:
         seconds, the knowledge layer kept as it is); ``None`` for all of them (a *whole*
         merge: the knowledge layer computed afresh, deletions reclaimed)."""
         refs = manifest.segments
-        rows = sum(r.chunks for r in refs)
-        deleted = sum(len(r.deleted_chunks) for r in refs)
-        if rows and deleted / rows > self.max_deleted_share:
+        if _deleted_share(manifest) > self.max_deleted_share:
             return None
         live = {r.bundle_id: r.chunks - len(r.deleted_chunks) for r in refs}
         largest = max(refs, key=lambda r: (live[r.bundle_id], r.bundle_id)).bundle_id
@@ -92,12 +97,10 @@ class MergePolicy:
         refs = manifest.segments
         if len(refs) > self.max_segments:
             return f"{len(refs)} segments (more than {self.max_segments})"
-        rows = sum(r.chunks for r in refs)
-        deleted = sum(len(r.deleted_chunks) for r in refs)
-        if rows and deleted / rows > self.max_deleted_share:
+        deleted = _deleted_share(manifest)
+        if deleted > self.max_deleted_share:
             return (
-                f"{deleted / rows:.0%} of the chunk rows deleted "
-                f"(more than {self.max_deleted_share:.0%})"
+                f"{deleted:.0%} of the chunk rows deleted (more than {self.max_deleted_share:.0%})"
             )
         return None
 
@@ -230,8 +233,7 @@ def run(
             if kept_refs:  # the generation-level knowledge tables, as they are
                 for name in KNOWLEDGE_FILES:
                     if storage.exists(storage.join(path, name)):
-                        data = storage.read_bytes(storage.join(path, name))
-                        storage.write_bytes(storage.join(staging, name), data)
+                        storage.reuse_file(storage.join(path, name), storage.join(staging, name))
             query_encoder = reuse_encoder(path, staging, manifest.model)
             try:
                 result = pipeline.run()

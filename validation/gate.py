@@ -260,7 +260,7 @@ def validate_bundle(
             allowed,
             sorted(source_roles),
             segments,
-            None if every_row else locate or sibling_locator(path),
+            None if every_row else (manifest.parent_bundle_id, locate or sibling_locator(path)),
             counted,
         )
         if regression and all(c.success for c in checks):
@@ -361,11 +361,11 @@ def _revision_keys(documents: pa.Table) -> pa.Array:
 
 
 def _baseline(
-    path: str, manifest: Any, locate: Locate, live_keys: pa.Array
+    parent_id: str | None, locate: Locate, live: knowledge.LiveRows, live_keys: pa.Array
 ) -> increments.Baseline | None:
     """The parent generation to compare the knowledge tables with: present, validated
-    for its exact manifest, with knowledge tables. ``None``: check every row."""
-    parent_id = manifest.parent_bundle_id
+    for its exact manifest, with knowledge tables. ``None``: check every row.
+    ``live_keys`` are the ``doc_id␟revision`` of ``live.doc_ids``, in their order."""
     if not parent_id:
         return None
     where = locate(parent_id)
@@ -381,13 +381,10 @@ def _baseline(
     parent_keys = _revision_keys(
         pa.concat_tables(_live_in(s, DOCUMENTS, ["doc_id", "revision"]) for s in segments)
     )
-    same = pc.filter(live_keys, pc.is_in(live_keys, value_set=parent_keys))
     return increments.Baseline(
         bundle_id=parent_id,
         path=where,
-        same_documents=pa.array(
-            [key.split("\x1f", 1)[0] for key in same.to_pylist()], type=pa.string()
-        ),
+        same_documents=pc.filter(live.doc_ids, pc.is_in(live_keys, value_set=parent_keys)),
     )
 
 
@@ -398,11 +395,11 @@ def _table_checks(
     allowed: list[str],
     roles: list[str],
     segments: list[Segment],
-    baseline_locate: Locate | None,
+    parent: tuple[str | None, Locate] | None,
     counted: dict[str, Any],
 ) -> list[CheckResult]:
     """The table suites and ANN checks; the knowledge rows compared with the parent
-    generation found by ``baseline_locate`` (``None``: every row checked)."""
+    generation (its id and where to find it; ``None``: every row checked)."""
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
@@ -432,11 +429,7 @@ def _table_checks(
     checks += _partition_checks(path, chunks, keys, vectors)
     if os.path.exists(os.path.join(path, ENTITIES)):
         live, live_keys = _live_rows(segments)
-        baseline = (
-            _baseline(path, read_manifest(path), baseline_locate, live_keys)
-            if baseline_locate
-            else None
-        )
+        baseline = _baseline(*parent, live, live_keys) if parent else None
         counted["compared_with"] = baseline.bundle_id if baseline else None
         checks += _knowledge_checks(context, path, live, dimension, baseline, counted)
     return checks
