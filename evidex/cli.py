@@ -297,6 +297,7 @@ def _bundle_summary(root: str, bundle_id: str) -> dict[str, Any]:
         "segments": [
             {
                 "bundle_id": r.bundle_id,
+                "part": r.part,
                 "documents": r.documents,
                 "chunks": r.chunks,
                 "deleted_documents": len(r.deleted_documents),
@@ -423,7 +424,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         if s["bundle_id"] == active and len(segments) > 1:
             for g in segments:
                 lines.append(
-                    f"       segment {g['bundle_id']}: {g['documents']} docs, {g['chunks']} "
+                    f"       segment {g['bundle_id']}{'/' + g['part'] if g.get('part') else ''}: "
+                    f"{g['documents']} docs, {g['chunks']} "
                     f"chunks, {g['deleted_documents']} docs / {g['deleted_chunks']} chunks "
                     "deleted"
                 )
@@ -732,8 +734,10 @@ def build_parser() -> argparse.ArgumentParser:
         "the merge policy calls for it (more than --max-segments segments, or more than "
         "--max-deleted of the chunk rows deleted) unless --force. When the segments besides "
         "the largest are small beside it (under half its live rows) and deletions do not "
-        "call for more, the policy merges only those (a tiered merge: the largest segment "
-        "and the knowledge layer are kept as they are); --force always merges everything. "
+        "call for more, the policy merges only those (a tiered merge: the largest segment, "
+        "with the other segments of its batch build when `evidex build --segments` wrote "
+        "several, and the knowledge layer are kept as they are; those segments count as one "
+        "against --max-segments); --force always merges everything. "
         "Beam runner flags are passed to the pipeline.",
     )
     p.add_argument("--source", default=None, metavar="BUNDLE", help="generation to compact")

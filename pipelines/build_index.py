@@ -36,7 +36,7 @@ from apache_beam.options.pipeline_options import (
 from pipelines.encoder_artifact import reuse_encoder, write_encoder
 from pipelines.knowledge import KNOWLEDGE_COUNTER, IncrementalParent, assemble_knowledge
 from pipelines.options import add_build_arguments
-from pipelines.segment import write_segment
+from pipelines.segment import write_segments
 from schemas import DEAD_LETTER_SCHEMA, register_coders
 from schemas.manifest import KnowledgeState, Manifest, ModelFingerprint
 from store import bundles, storage
@@ -64,6 +64,7 @@ from store.segments import (
     Segment,
     live_revisions,
     open_segments,
+    own_parts,
     segment_ids,
 )
 from store.staging import discard, heartbeat
@@ -77,7 +78,7 @@ from transforms.delta import (
     reusable_parent,
 )
 from transforms.embed import EmbedChunks
-from transforms.ingest import ReadDocuments, count_matches, pattern_and_root
+from transforms.ingest import ReadDocuments, count_matches, input_bytes, pattern_and_root
 from transforms.knowledge_update import KNOWLEDGE_STATE
 from transforms.offload import available_cores
 from transforms.segments import ReadExtraction
@@ -233,10 +234,13 @@ def assemble(
     parent: ParentBundle | None = None,
     sidecar: dict[str, dict[str, Any]] | None = None,
     spacy_processes: int = 1,
+    segments: int = 1,
 ) -> None:
-    """Wire every stage of the build into ``pipeline``, writing into ``staging``: one
-    segment with every input document, or (with ``parent``) one segment with the new and
-    changed documents only, the rest kept in the parent's segments."""
+    """Wire every stage of the build into ``pipeline``, writing into ``staging``: the
+    ``segments`` segments holding every input document (one, or ``parts/<k>`` each), or
+    (with ``parent``) one segment with the new and changed documents only, the rest kept
+    in the parent's segments."""
+    parts = 1 if parent is not None else max(1, segments)
     model_path = resolve_model(config.embed.model)
     if config.input == STDLIB_CORPUS:
         read = pipeline | "ReadStdlibCorpus" >> ReadStdlibCorpus(
@@ -302,8 +306,11 @@ def assemble(
             spacy_processes=spacy_processes,
             kept=kept,
             update=update,
+            parts=parts,
         )
-    write_segment(documents, all_embedded, staging=staging, config=config, model=model)
+    write_segments(
+        documents, all_embedded, staging=staging, config=config, model=model, parts=parts
+    )
     join = storage.join
     dead_letters = dict(zip(STAGES, (read_bad, chunked[BAD], embedded[BAD]), strict=True))
     _ = dead_letters | "WriteFailures" >> WriteTables(
@@ -334,6 +341,42 @@ def spacy_processes(options: PipelineOptions) -> int:
     raise BuildFailedError(f"--spacy_processes must be 'auto' or a positive integer, got {value!r}")
 
 
+AUTO_SEGMENT_BYTES = 128 * 2**20
+"""Input bytes per segment under ``--segments auto``: about 230k SciFact-like chunks, whose
+rows and HNSW graph take about 0.8 GB on the worker that writes them."""
+MAX_SEGMENTS = 64
+
+
+def segment_count(options: PipelineOptions, config: BuildConfig) -> int:
+    """Resolve ``--segments``: a positive number (at most ``MAX_SEGMENTS``), or 'auto'
+    (one per ``AUTO_SEGMENT_BYTES`` of the input the build reads, at least one).
+
+    Raises:
+        BuildFailedError: neither 'auto' nor a positive integer, or too many.
+    """
+    value = str(options.view_as(EvidexBuildOptions).segments).strip().lower()
+    if value == "auto":
+        if config.input == STDLIB_CORPUS:
+            return 1
+        pattern, _ = pattern_and_root(config.input)
+        size = input_bytes(pattern, config.ingest.max_document_bytes)
+        return min(MAX_SEGMENTS, max(1, -(-size // AUTO_SEGMENT_BYTES)))
+    if value.isdigit() and 0 < int(value) <= MAX_SEGMENTS:
+        return int(value)
+    raise BuildFailedError(
+        f"--segments must be 'auto' or an integer from 1 to {MAX_SEGMENTS}, got {value!r}"
+    )
+
+
+def staged_rows(staging: str, table: str) -> int:
+    """Rows of a segment table (``documents.parquet``, ``chunks.parquet``) that a local
+    staging folder holds, over every segment it wrote."""
+    return sum(
+        pq.ParquetFile(os.path.join(staging, folder, table)).metadata.num_rows
+        for folder in own_parts(staging)
+    )
+
+
 def _check_bad_ratio(
     staging: str, max_bad_ratio: float, *, shown: str, kept: bool, unchanged: int = 0
 ) -> None:
@@ -344,7 +387,7 @@ def _check_bad_ratio(
             the message counts the dead letters by error type and says where they are
             (``kept``: the staging folder's failures/ survives the failure).
     """
-    docs = pq.ParquetFile(os.path.join(staging, bundles.DOCUMENTS)).metadata.num_rows + unchanged
+    docs = staged_rows(staging, bundles.DOCUMENTS) + unchanged
     types: dict[str, Counter[str]] = {}
     for stage in STAGES:
         path = os.path.join(staging, bundles.FAILURES_DIR, f"{stage}.parquet")
@@ -423,6 +466,7 @@ def run(
         pattern, _ = pattern_and_root(config.input)
         if count_matches(pattern) == 0:
             raise BuildFailedError(f"no input documents: nothing matches {config.input!r}")
+    segments = segment_count(options, config)
     logger.info("loading embedding model %s", config.embed.model)
     loaded = load_sentence_transformer(resolve_model(config.embed.model))
     model = fingerprint(loaded, config.embed.model, spacy_pipeline=config.spacy_pipeline)
@@ -442,6 +486,7 @@ def run(
                 untouched_files=frozenset(untouched_files),
                 parent_id=parent_id,
                 reuse_vectors_from=tuple(sorted(reuse_vectors_from)),
+                segments=segments,
             )
         except BaseException:
             discard(root, bundle_id, keep_failures=opts.keep_failed)
@@ -463,9 +508,11 @@ def _build(
     untouched_files: frozenset[str] = frozenset(),
     parent_id: str | None = None,
     reuse_vectors_from: tuple[str, ...] = (),
+    segments: int = 1,
 ) -> Manifest:
     """Run the pipeline into ``staging``, check its dead letters and write the manifest
-    (with the query encoder exported from ``encoder_model``, when given)."""
+    (with the query encoder exported from ``encoder_model``, when given). A full build
+    writes ``segments`` segments; a refresh one."""
     opts = options.view_as(EvidexBuildOptions)
     if not storage.is_remote(staging):
         os.makedirs(os.path.join(staging, bundles.FAILURES_DIR), exist_ok=True)
@@ -483,7 +530,9 @@ def _build(
         bundle_id,
         config.input,
         staging,
-        f" (delta against {parent.bundle_id})" if parent else "",
+        f" (delta against {parent.bundle_id})"
+        if parent
+        else (f" as {segments} segments" if segments > 1 else ""),
     )
     pipeline = beam.Pipeline(options=options)
     assemble(
@@ -494,6 +543,7 @@ def _build(
         parent=parent,
         sidecar=sidecar,
         spacy_processes=spacy_processes(options),
+        segments=1 if parent is not None else segments,
     )
     query_encoder = None
     if encoder_model is not None:
@@ -518,8 +568,7 @@ def _build(
         kept, reused = _kept_segments(parent, unchanged)
         delta = _delta_counts(local, parent, unchanged, _counter(result, "texts_embedded"), reused)
         delta["knowledge_texts_embedded"] = _counter(result, KNOWLEDGE_COUNTER)
-        chunks = pq.ParquetFile(os.path.join(local, bundles.CHUNKS)).metadata.num_rows
-        chunks += delta["chunks_reused"]
+        chunks = staged_rows(local, bundles.CHUNKS) + delta["chunks_reused"]
         logger.info(
             "documents: %(new)d new, %(changed)d changed, %(unchanged)d unchanged, "
             "%(deleted)d deleted",
@@ -540,11 +589,8 @@ def _build(
             else None,
             kept_revisions=[(d, parent.live[d].revision) for d in unchanged] if parent else (),
         )
-        if local != staging:  # object store: the manifest joins the staged files
-            storage.write_bytes(
-                storage.join(staging, bundles.MANIFEST),
-                storage.read_bytes(os.path.join(local, bundles.MANIFEST)),
-            )
+        if local != staging:  # object store: the manifests join the staged files
+            bundles.upload_manifests(local, staging)
     return manifest
 
 
@@ -740,8 +786,13 @@ def _counter(result: Any, name: str) -> int:
 def _delta_counts(
     staging: str, parent: ParentBundle | None, unchanged: set[str], embedded: int, reused: int
 ) -> dict[str, Any]:
-    table = pq.read_table(os.path.join(staging, bundles.DOCUMENTS), columns=["doc_id"])
-    written = table["doc_id"].to_pylist()
+    written = [
+        doc_id
+        for folder in own_parts(staging)
+        for doc_id in pq.read_table(
+            os.path.join(staging, folder, bundles.DOCUMENTS), columns=["doc_id"]
+        )["doc_id"].to_pylist()
+    ]
     before = parent.live if parent else {}
     changed = sum(d in before for d in written)
     return {

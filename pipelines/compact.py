@@ -31,7 +31,7 @@ from pipelines.build_index import (
 )
 from pipelines.encoder_artifact import reuse_encoder
 from pipelines.knowledge import KNOWLEDGE_COUNTER, assemble_knowledge
-from pipelines.segment import write_segment
+from pipelines.segment import write_segments
 from schemas import Chunk, register_coders
 from schemas.manifest import KnowledgeState, Manifest
 from store import bundles, storage
@@ -82,21 +82,34 @@ class MergePolicy:
         small beside it and no deletion share calls for more (a *tiered* merge: a few
         seconds, the knowledge layer kept as it is); ``None`` for all of them (a *whole*
         merge: the knowledge layer computed afresh, deletions reclaimed)."""
-        refs = manifest.segments
         if _deleted_share(manifest) > self.max_deleted_share:
             return None
-        live = {r.bundle_id: r.chunks - len(r.deleted_chunks) for r in refs}
-        largest = max(refs, key=lambda r: (live[r.bundle_id], r.bundle_id)).bundle_id
-        small = [r.bundle_id for r in refs if r.bundle_id != largest]
-        if len(small) < 2 or sum(live[b] for b in small) >= self.small_share * live[largest]:
+        live, large = self._sizes(manifest)
+        small = [key for key in live if key not in large]
+        largest = max(live.values())
+        if len(small) < 2 or sum(live[k] for k in small) >= self.small_share * largest:
             return None
         return small
+
+    def _sizes(self, manifest: Manifest) -> tuple[dict[str, int], set[str]]:
+        """Each segment's live chunk rows (by :attr:`SegmentRef.key`), and the *large*
+        ones: the largest, with the other segments of its bundle when a batch build wrote
+        it as several (``--segments``)."""
+        refs = manifest.segments
+        live = {r.key: r.chunks - len(r.deleted_chunks) for r in refs}
+        largest = max(refs, key=lambda r: (live[r.key], r.key))
+        large = {
+            r.key for r in refs if largest.part and r.part and r.bundle_id == largest.bundle_id
+        }
+        return live, large | {largest.key}
 
     def reason(self, manifest: Manifest) -> str | None:
         """Why ``manifest``'s generation should be compacted, or ``None``."""
         refs = manifest.segments
-        if len(refs) > self.max_segments:
-            return f"{len(refs)} segments (more than {self.max_segments})"
+        # The segments of one batch build count as one against the limit.
+        limit = self.max_segments + (len(self._sizes(manifest)[1]) - 1 if refs else 0)
+        if len(refs) > limit:
+            return f"{len(refs)} segments (more than {limit})"
         deleted = _deleted_share(manifest)
         if deleted > self.max_deleted_share:
             return (
@@ -115,8 +128,10 @@ def assemble_compaction(
     staging: str,
     processes: int = 1,
     tiered: bool = False,
+    parts: int = 1,
 ) -> None:
-    """Wire the compaction of ``segments`` into ``pipeline``, writing into ``staging``.
+    """Wire the compaction of ``segments`` into ``pipeline``, writing into ``staging``
+    one segment, or ``parts`` (``parts/<k>``, split by document as a batch build splits).
 
     ``tiered``: ``segments`` are some of the generation's, merged without touching its
     knowledge layer (the launcher copies those tables); only their extraction moves into
@@ -124,7 +139,9 @@ def assemble_compaction(
     live = pipeline | "LiveRows" >> ReadLiveRows(
         [(s.path, s.ref.deleted_documents, s.ref.deleted_chunks) for s in segments]
     )
-    write_segment(live[DOCUMENTS], live["chunks"], staging=staging, config=config, model=model)
+    write_segments(
+        live[DOCUMENTS], live["chunks"], staging=staging, config=config, model=model, parts=parts
+    )
     if config.knowledge.enabled:
         live_ids = live[DOCUMENTS] | "LiveDocIds" >> beam.Map(lambda d: d.doc_id)
         kept = pipeline | "KeptExtraction" >> ReadExtraction(
@@ -144,7 +161,20 @@ def assemble_compaction(
             spacy_processes=processes,
             kept=kept,
             kept_in_segment=True,
+            parts=parts,
         )
+
+
+def _build_parts(manifest: Manifest) -> int:
+    """How many parts a whole merge writes: as many as the batch build holding the
+    generation's largest segment wrote (``--segments``), else one."""
+    if not manifest.segments:
+        return 1
+    live = {r.key: r.chunks - len(r.deleted_chunks) for r in manifest.segments}
+    largest = max(manifest.segments, key=lambda r: (live[r.key], r.key))
+    if not largest.part:
+        return 1
+    return sum(1 for r in manifest.segments if r.part and r.bundle_id == largest.bundle_id)
 
 
 def _knowledge_state(manifest: Manifest, bundle_id: str, *, tiered: bool) -> KnowledgeState:
@@ -198,13 +228,13 @@ def run(
         raise BuildFailedError(f"cannot compact {chosen}: {exc}") from exc
     kept_refs, kept_revisions = [], []
     if merge is not None:
-        unknown = sorted(set(merge) - {s.ref.bundle_id for s in segments})
+        unknown = sorted(set(merge) - {s.ref.key for s in segments})
         if unknown or not merge:
             raise BuildFailedError(f"{chosen} has no segments {unknown or '(none named)'}")
-        kept = {i for i, s in enumerate(segments) if s.ref.bundle_id not in merge}
+        kept = {i for i, s in enumerate(segments) if s.ref.key not in merge}
         kept_refs = [s.ref for i, s in enumerate(segments) if i in kept]
         kept_revisions = [(d, doc.revision) for d, doc in live.items() if doc.position in kept]
-        segments = [s for s in segments if s.ref.bundle_id in merge]
+        segments = [s for s in segments if s.ref.key in merge]
     config = BuildConfig.model_validate(manifest.config)
     bundle_id = bundle_id or bundles.new_bundle_id()
     staging = bundles.staging_path(resolved, bundle_id)
@@ -229,6 +259,7 @@ def run(
                 staging=staging,
                 processes=spacy_processes(options),
                 tiered=bool(kept_refs),
+                parts=1 if kept_refs else _build_parts(manifest),
             )
             if kept_refs:  # the generation-level knowledge tables, as they are
                 for name in KNOWLEDGE_FILES:
@@ -245,8 +276,8 @@ def run(
             rows = sum(r.chunks - len(r.deleted_chunks) for r in (s.ref for s in segments))
             delta = {
                 "parent": chosen,
-                "compacted_segments": [s.ref.bundle_id for s in segments],
-                "kept_segments": [r.bundle_id for r in kept_refs],
+                "compacted_segments": [s.ref.key for s in segments],
+                "kept_segments": [r.key for r in kept_refs],
                 "new": 0,
                 "changed": 0,
                 "unchanged": len(live),
@@ -271,10 +302,7 @@ def run(
                     kept_revisions=kept_revisions,
                 )
                 if local != staging:
-                    storage.write_bytes(
-                        storage.join(staging, bundles.MANIFEST),
-                        storage.read_bytes(os.path.join(local, bundles.MANIFEST)),
-                    )
+                    bundles.upload_manifests(local, staging)
         except BaseException:
             discard(resolved, bundle_id, keep_failures=False)
             raise

@@ -30,7 +30,7 @@ from transforms.embed import EmbedTexts, text_key
 from transforms.extract import ACRONYMS, MENTIONS, STATEMENTS, ExtractKnowledge
 from transforms.gather import Gather
 from transforms.knowledge_update import UpdateKnowledge, WriteSurfaces
-from transforms.segments import WriteExtraction
+from transforms.segments import WriteExtraction, WriteExtractionParts
 from transforms.summaries import AggregateRelations
 from transforms.tags import BAD, GOOD, typed
 from transforms.write import WriteTable, WriteTables, records_table, vector_rows_table
@@ -102,12 +102,14 @@ def assemble_knowledge(
     kept: dict[str, beam.PCollection] | None = None,
     kept_in_segment: bool = False,
     update: IncrementalParent | None = None,
+    parts: int = 1,
 ) -> None:
     """Add the knowledge layer over ``chunks`` (the chunks of the new segment) and the
     ``kept`` extraction of every other live chunk (see :class:`transforms.segments.
     ReadExtraction`); the new chunks' extraction is written into the segment, and the kept
     extraction too when ``kept_in_segment`` (compaction: the kept rows move into the one
-    new segment).
+    new segment). With ``parts`` > 1 (a batch build writing several segments), each
+    part's extraction goes into its own folder (``parts/<k>``).
 
     With ``update`` (a refresh whose parent generation has a knowledge layer built with
     the same settings), the parent's knowledge tables are updated with what changed
@@ -136,8 +138,11 @@ def assemble_knowledge(
             staging=staging,
         )
         return
+    write_extraction = (
+        WriteExtractionParts(staging, parts) if parts > 1 else WriteExtraction(staging)
+    )
     if not kept_in_segment:
-        _ = rows | "WriteSegmentExtraction" >> WriteExtraction(staging)
+        _ = rows | "WriteSegmentExtraction" >> write_extraction
     if kept is not None:
         rows = {
             name: (rows[name], kept[name]) | f"WithKept{name.title()}" >> beam.Flatten()
@@ -146,7 +151,7 @@ def assemble_knowledge(
         rows[MENTIONS] = typed(rows[MENTIONS], list[Mention])
         rows[STATEMENTS] = typed(rows[STATEMENTS], list[Statement])
     if kept_in_segment:
-        _ = rows | "WriteSegmentExtraction" >> WriteExtraction(staging)
+        _ = rows | "WriteSegmentExtraction" >> write_extraction
     canon = {
         "mentions": rows[MENTIONS],
         "acronyms": rows[ACRONYMS],

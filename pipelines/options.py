@@ -163,6 +163,13 @@ def add_build_arguments(parser: Any, *, skip: frozenset[str] = frozenset()) -> N
         "a worker per core). Speed only: the bundle is the same",
     )
     add(
+        "--segments",
+        default="auto",
+        help="segments a full build writes, each built on its own (its chunk table, HNSW "
+        "file and BM25 index), so no worker holds every chunk: a positive number, or "
+        "'auto' (default): one per 128 MiB of input. A refresh always writes one",
+    )
+    add(
         "--limit",
         type=int,
         default=None,

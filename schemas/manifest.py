@@ -8,10 +8,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Layout version written by this evidex: 2 added the bundled query encoder (``query_encoder``
-and ``encoder/``); 3 made a bundle a generation of segments (``segments``, ``extraction/``)."""
-READABLE_SCHEMA_VERSIONS = (1, 2, 3)
+and ``encoder/``); 3 made a bundle a generation of segments (``segments``, ``extraction/``);
+4 lets one bundle write several segments (``parts/<k>/``, :attr:`SegmentRef.part`)."""
+READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4)
 """Layouts this evidex reads: a version-1 bundle is one without ``query_encoder``; a version-1
 or -2 bundle is a generation of one segment, its own, with no deletions."""
 
@@ -77,6 +78,12 @@ class SegmentRef(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     bundle_id: str = Field(description="the bundle whose directory holds the segment's files")
+    part: str | None = Field(
+        None,
+        description="the folder of that bundle holding the segment (``parts/<k>``, with its "
+        "own manifest) when the bundle wrote several; absent: the bundle's top-level files",
+        pattern=r"^parts/[0-9]+$",
+    )
     digest: str = Field(
         description="sha256 over the segment's files and their checksums, as that bundle's "
         "manifest lists them (see store.segments.segment_digest)",
@@ -91,6 +98,11 @@ class SegmentRef(BaseModel):
     deleted_chunks: list[str] = Field(
         default_factory=list, description="sorted chunk ids of those documents"
     )
+
+    @property
+    def key(self) -> str:
+        """The segment's name within a generation: its bundle id, and its part if any."""
+        return f"{self.bundle_id}/{self.part}" if self.part else self.bundle_id
 
 
 class KnowledgeState(BaseModel):

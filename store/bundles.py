@@ -262,7 +262,26 @@ def write_manifest(
     """Checksum every file in ``staging`` and write its ``manifest.json``: a generation
     reading ``segments`` (kept from its parent, with their deletions) and its own.
     ``kept_revisions`` are the ``(doc_id, revision)`` pairs live in the kept segments:
-    with the own segment's documents they make the input fingerprint."""
+    with the own segment's documents they make the input fingerprint.
+
+    A bundle that wrote several segments (``parts/<k>/``) gets a manifest in each part
+    first, checksummed with the rest; the generation lists every part, and its row counts
+    and input fingerprint cover them all."""
+    from store.segments import own_parts, own_segment, segment_digest
+
+    folders = own_parts(staging)
+    parts = {
+        folder: write_manifest(
+            os.path.join(staging, folder),
+            bundle_id=bundle_id,
+            config=config,
+            model=model,
+            parent_bundle_id=None,
+            now=now,
+        )
+        for folder in folders
+        if folder
+    }
     files = {
         rel: FileEntry(
             sha256=sha256_file(os.path.join(staging, rel)),
@@ -272,9 +291,13 @@ def write_manifest(
         if rel not in (MANIFEST, VALIDATION_REPORT)
     }
     row_counts = {
-        name: pq.ParquetFile(os.path.join(staging, filename)).metadata.num_rows
+        name: sum(
+            pq.ParquetFile(os.path.join(staging, folder, filename)).metadata.num_rows
+            for folder in {"", *folders}
+            if os.path.exists(os.path.join(staging, folder, filename))
+        )
         for name, filename in TABLES.items()
-        if os.path.exists(os.path.join(staging, filename))
+        if any(os.path.exists(os.path.join(staging, f, filename)) for f in {"", *folders})
     }
     dead = {
         rel.split("/", 1)[1].removesuffix(".parquet"): pq.ParquetFile(
@@ -294,7 +317,9 @@ def write_manifest(
         bundle_id=bundle_id,
         parent_bundle_id=parent_bundle_id,
         created_at=(now or dt.datetime.now(dt.UTC)).isoformat(timespec="seconds"),
-        input_fingerprint=fingerprint_pairs([*_revisions(staging), *kept_revisions]),
+        input_fingerprint=fingerprint_pairs(
+            [*(r for f in folders for r in _revisions(os.path.join(staging, f))), *kept_revisions]
+        ),
         config_hash=config.config_hash(),
         config=config.model_dump(mode="json"),
         model=model,
@@ -306,15 +331,34 @@ def write_manifest(
         query_encoder=query_encoder,
         knowledge_state=knowledge_state,
     )
-    from store.segments import own_segment
-
-    manifest = manifest.model_copy(update={"segments": [*(segments or []), own_segment(manifest)]})
+    own = [
+        SegmentRef(
+            bundle_id=bundle_id,
+            part=folder,
+            digest=segment_digest(part),
+            documents=part.row_counts.get("documents", 0),
+            chunks=part.row_counts.get("chunks", 0),
+        )
+        for folder, part in parts.items()
+    ] or [own_segment(manifest)]
+    manifest = manifest.model_copy(update={"segments": [*(segments or []), *own]})
     manifest = Manifest.model_validate(manifest.model_dump())
     with open(os.path.join(staging, MANIFEST), "w", encoding="utf-8") as handle:
         handle.write(json.dumps(manifest.model_dump(mode="json"), indent=2, sort_keys=True))
         handle.flush()
         os.fsync(handle.fileno())
     return manifest
+
+
+def upload_manifests(local: str, staging: str) -> None:
+    """Copy the manifests :func:`write_manifest` wrote in ``local`` (the bundle's, and each
+    part's) to ``staging`` on an object store, the bundle's last."""
+    from store.segments import own_parts
+
+    for rel in [*(f"{f}/{MANIFEST}" for f in own_parts(local) if f), MANIFEST]:
+        storage.write_bytes(
+            storage.join(staging, rel), storage.read_bytes(os.path.join(local, rel))
+        )
 
 
 def publish(root: str, staging: str, bundle_id: str) -> str:

@@ -8,6 +8,11 @@ a bundle whose manifest lists the segments it reads, by the bundle that holds th
 digest over their files, each with the documents and chunks deleted since it was written.
 A refresh writes one new segment and lists every other one again by reference: nothing is
 copied. Bundles before schema version 3 are generations of one segment, their own.
+
+A batch build may write several segments at once (``--segments K``): each is a folder
+``parts/<k>/`` of the bundle with the segment's files and a manifest of its own, and holds
+the documents whose id hashes to ``k`` (:func:`part_of`). A generation names such a segment
+by its bundle and part (:attr:`SegmentRef.key`).
 """
 
 import hashlib
@@ -33,6 +38,7 @@ from store.bundles import (
     sha256_file,
 )
 
+PARTS_DIR = "parts"
 EXTRACTION_DIR = "extraction"
 EXTRACTED_MENTIONS = f"{EXTRACTION_DIR}/mentions.parquet"
 EXTRACTED_STATEMENTS = f"{EXTRACTION_DIR}/statements.parquet"
@@ -46,6 +52,34 @@ def is_segment_file(rel: str) -> bool:
     if rel.startswith(("chunks.",)) and rel.endswith(".usearch"):
         return True
     return rel.startswith((LEXICAL_DIR + "/", EXTRACTION_DIR + "/"))
+
+
+def part_folder(number: int) -> str:
+    """The folder of a bundle's ``number``-th segment when it wrote several (``parts/<k>``)."""
+    return f"{PARTS_DIR}/{number}"
+
+
+def part_of(doc_id: str, parts: int) -> int:
+    """The segment (``0 .. parts-1``) a build with ``parts`` segments writes ``doc_id`` to:
+    a stable hash, so every worker and every run agree.
+
+    Example:
+        >>> part_of("doc-1", 1)
+        0
+    """
+    if parts <= 1:
+        return 0
+    return int(hashlib.sha256(doc_id.encode("utf-8")).hexdigest()[:12], 16) % parts
+
+
+def own_parts(directory: str) -> list[str]:
+    """The segment folders a local bundle (or staging folder) wrote itself: ``parts/<k>``
+    in order of ``k`` when it wrote several, else ``""`` (its top-level files)."""
+    folder = os.path.join(directory, PARTS_DIR)
+    if not os.path.isdir(folder):
+        return [""]
+    numbers = sorted(int(name) for name in os.listdir(folder) if name.isdigit())
+    return [part_folder(n) for n in numbers]
 
 
 def segment_digest(manifest: Manifest) -> str:
@@ -82,8 +116,12 @@ class Segment:
 
     ref: SegmentRef
     path: str
+    """The segment's folder: its bundle's directory, or ``parts/<k>`` in it."""
     manifest: Manifest
-    """The manifest of the bundle that wrote the segment (its files' checksums)."""
+    """The manifest of the segment's folder (its files' checksums): the bundle's own, or
+    the part's."""
+    home: str = ""
+    """The directory of the bundle holding the segment (``path`` itself unless a part)."""
 
     @property
     def deleted_chunks(self) -> frozenset[str]:
@@ -119,27 +157,29 @@ def open_segments(
     locate = locate or sibling_locator(path)
     opened = []
     for ref in segment_refs(manifest):
-        if ref.bundle_id == manifest.bundle_id:
+        own = ref.bundle_id == manifest.bundle_id
+        home = path if own else locate(ref.bundle_id)
+        if own and not ref.part:
             where, holder = path, manifest
         else:
-            where = locate(ref.bundle_id)
+            where = storage.join(home, ref.part) if ref.part else home
             try:
                 holder = read_manifest(where)
             except BundleError as exc:
                 raise BundleIntegrityError(
-                    f"generation {manifest.bundle_id} lists segment {ref.bundle_id}, which "
+                    f"generation {manifest.bundle_id} lists segment {ref.key}, which "
                     f"cannot be read: {exc}"
                 ) from exc
         if segment_digest(holder) != ref.digest:
             raise BundleIntegrityError(
-                f"segment {ref.bundle_id} does not match the digest generation "
+                f"segment {ref.key} does not match the digest generation "
                 f"{manifest.bundle_id} lists for it"
             )
-        if verify and ref.bundle_id != manifest.bundle_id:
+        if verify and not own:
             _verify_once(where, holder, ref.digest)
         elif verify:
             verify_segment_files(where, holder)
-        opened.append(Segment(ref, where, holder))
+        opened.append(Segment(ref, where, holder, home))
     return opened
 
 
@@ -204,7 +244,7 @@ def check_deletions(segment: Segment, doc_ids: Sequence[str], chunk_ids: Sequenc
         unknown = sorted(set(deleted) - set(held))
         if unknown:
             raise BundleIntegrityError(
-                f"the deletion set of segment {segment.ref.bundle_id} names {len(unknown)} "
+                f"the deletion set of segment {segment.ref.key} names {len(unknown)} "
                 f"{kind}(s) it does not hold, e.g. {unknown[0]!r}"
             )
 
@@ -298,8 +338,8 @@ def live_revisions(segments: Sequence[Segment]) -> dict[str, LiveDocument]:
             if doc_id in live:
                 raise BundleIntegrityError(
                     f"document {doc_id!r} is live in two segments "
-                    f"({segments[live[doc_id].position].ref.bundle_id} and "
-                    f"{segment.ref.bundle_id})"
+                    f"({segments[live[doc_id].position].ref.key} and "
+                    f"{segment.ref.key})"
                 )
             live[doc_id] = LiveDocument(
                 row["revision"], position, document_state(row), source_file(row["source_uri"])

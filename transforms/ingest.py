@@ -403,6 +403,23 @@ def pattern_and_root(input_path: str) -> tuple[str, str]:
     return trimmed + "/**", trimmed
 
 
+def input_bytes(pattern: str, max_document_bytes: int) -> int:
+    """The size of what a build of ``pattern`` reads: every JSONL file, and every other
+    file within ``max_document_bytes`` (a larger one is a dead letter, never read); 0 for
+    a missing path."""
+    from apache_beam.io.filesystems import FileSystems
+
+    try:
+        found = FileSystems.match([pattern])[0].metadata_list
+    except Exception:
+        return 0
+    return sum(
+        m.size_in_bytes
+        for m in found
+        if m.path.lower().endswith(JSONL_SUFFIXES) or m.size_in_bytes <= max_document_bytes
+    )
+
+
 def count_matches(pattern: str) -> int:
     """How many files ``pattern`` matches (0 for a missing path)."""
     from apache_beam.io.filesystems import FileSystems

@@ -25,7 +25,13 @@ from schemas import (
     Statement,
 )
 from store import bundles, storage
-from store.segments import EXTRACTED_ACRONYMS, EXTRACTED_MENTIONS, EXTRACTED_STATEMENTS
+from store.segments import (
+    EXTRACTED_ACRONYMS,
+    EXTRACTED_MENTIONS,
+    EXTRACTED_STATEMENTS,
+    part_folder,
+    part_of,
+)
 from transforms.extract import ACRONYMS, MENTIONS, STATEMENTS
 from transforms.gather import Gather, batched_rows
 from transforms.tags import typed
@@ -73,6 +79,53 @@ class WriteExtraction(beam.PTransform):
             | "GatherExtraction" >> Gather(always=True)
             | "WriteExtraction" >> beam.ParDo(self._fn)
         )
+
+
+def _row_doc(row: Any) -> str:
+    # Mentions and statements name their document; acronym rows lead with it.
+    return str(row.doc_id if hasattr(row, "doc_id") else row[0])
+
+
+def _batches_by_part(batch: list[Any], parts: int) -> Iterator[tuple[int, list[Any]]]:
+    by_part: dict[int, list[Any]] = {}
+    for row in batch:
+        by_part.setdefault(part_of(_row_doc(row), parts), []).append(row)
+    yield from sorted(by_part.items(), key=lambda item: item[0])
+
+
+def _part_number(item: tuple[int, list[Any]], parts: int) -> int:
+    return item[0]
+
+
+def _rows_of(item: tuple[int, list[Any]]) -> list[Any]:
+    return item[1]
+
+
+class WriteExtractionParts(beam.PTransform):
+    """:class:`WriteExtraction` for a build that writes ``parts`` segments: each batch of
+    rows is split by the part its document hashes to, and each part's extraction is
+    written into ``directory/parts/<k>`` by a step of its own."""
+
+    def __init__(self, directory: str, parts: int) -> None:
+        super().__init__()
+        self._directory = directory
+        self._parts = parts
+
+    def expand(self, inputs: Any) -> beam.pvalue.PDone:
+        split = {
+            name: inputs[name]
+            | f"Split[{name}]" >> beam.FlatMap(_batches_by_part, self._parts)
+            | f"Partition[{name}]" >> beam.Partition(_part_number, self._parts)
+            for name in TABLES
+        }
+        for number in range(self._parts):
+            rows = {
+                name: split[name][number] | f"Rows[{name}][{number}]" >> beam.Map(_rows_of)
+                for name in TABLES
+            }
+            folder = storage.join(self._directory, part_folder(number))
+            _ = rows | f"Write[{number}]" >> WriteExtraction(folder)
+        return beam.pvalue.PDone(next(iter(inputs.values())).pipeline)
 
 
 def _read_table(path: str) -> pa.Table:

@@ -40,7 +40,14 @@ from store.bundles import (
 )
 from store.config import ACCESS_CLASSES, SEARCH_EXPANSION, SOURCE_ROLES
 from store.regression import RegressionCase
-from store.segments import Locate, Segment, live_revisions, open_segments, sibling_locator
+from store.segments import (
+    Locate,
+    Segment,
+    live_revisions,
+    open_segments,
+    own_parts,
+    sibling_locator,
+)
 from validation import frames, increments, knowledge, suites
 
 logger = logging.getLogger(__name__)
@@ -303,13 +310,14 @@ def _segment_checks(
             name="generation.segments",
             table="bundle",
             success=True,
-            observed=[s.ref.bundle_id for s in opened],
+            observed=[s.ref.key for s in opened],
         )
     ]
     unvalidated = [
-        s.ref.bundle_id
+        s.ref.key
         for s in opened
-        if s.path != path and not (validation_state(s.path) or {}).get("passed")
+        if s.ref.bundle_id != manifest.bundle_id
+        and not (validation_state(s.home or s.path) or {}).get("passed")
     ]
     checks.append(
         CheckResult(
@@ -405,14 +413,21 @@ def _table_checks(
 
     context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = ProgressBarsConfig(globally=False)
-    docs = frames.documents_frame(os.path.join(path, DOCUMENTS))
+    folders = own_parts(path)  # several when a batch build wrote several segments
+    docs = pd.concat(
+        [frames.documents_frame(os.path.join(path, f, DOCUMENTS)) for f in folders],
+        ignore_index=True,
+    )
     checks = _run_suite(
         context,
         suites.documents_suite(access_classes=allowed, source_roles=roles),
         docs,
         "documents",
     )
-    chunks = frames.chunks_frame(os.path.join(path, CHUNKS), docs)
+    chunks = pd.concat(
+        [frames.chunks_frame(os.path.join(path, f, CHUNKS), docs) for f in folders],
+        ignore_index=True,
+    )
     checks += _run_suite(
         context,
         suites.chunks_suite(dimension=dimension, max_tokens=window, access_classes=allowed),
@@ -424,9 +439,14 @@ def _table_checks(
         stage = name.removesuffix(".parquet")
         frame = pd.read_parquet(os.path.join(failures_dir, name))
         checks += _run_suite(context, suites.failures_suite(stage), frame, f"failures_{stage}")
-    keys, vectors = frames.chunk_vectors(os.path.join(path, CHUNKS))
-    checks += ann_checks(os.path.join(path, CHUNK_INDEX), keys, vectors)
-    checks += _partition_checks(path, chunks, keys, vectors)
+    for folder in folders:
+        where = os.path.join(path, folder)
+        keys, vectors = frames.chunk_vectors(os.path.join(where, CHUNKS))
+        found = ann_checks(os.path.join(where, CHUNK_INDEX), keys, vectors)
+        found += _partition_checks(where, chunks, keys, vectors)
+        checks += [
+            c.model_copy(update={"name": f"{folder}:{c.name}"}) if folder else c for c in found
+        ]
     if os.path.exists(os.path.join(path, ENTITIES)):
         live, live_keys = _live_rows(segments)
         baseline = _baseline(*parent, live, live_keys) if parent else None

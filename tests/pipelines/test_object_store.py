@@ -239,3 +239,27 @@ def test_build_validate_activate_query_and_delta_on_an_object_store(
     assert main(["gc", "--keep", "0", "--root", root]) == 0  # b1 active; b2 is not protected
     assert list_bundles(root) == ["b1"]
     assert storage.list_files(bundle_path(root, "b2")) == []
+
+
+@pytest.mark.slow
+def test_a_build_of_several_segments_on_an_object_store(
+    s3_endpoint, tiny_corpus, tmp_path, monkeypatch, query_encoder
+):
+    from pipelines.build_index import run
+    from query import load_bundle, retrieve
+
+    monkeypatch.setenv(storage.CACHE_ENV, str(tmp_path / "cache"))
+    root = f"s3://{BUCKET}/roots/parts"
+    flags = _beam_flags(s3_endpoint)
+    args = ["--input", str(tiny_corpus), "--root", root, "--segments", "2", "--knowledge=false"]
+    built = run([*args, *flags], bundle_id="p1")
+    assert [r.part for r in built.manifest.segments] == ["parts/0", "parts/1"]
+    remote = {rel.split("/", 2)[2] for rel in storage.list_files(root)}
+    # Each part's manifest reached the store with the files it checksums.
+    assert {"parts/0/manifest.json", "parts/1/manifest.json", MANIFEST} <= remote
+    assert set(built.manifest.files) | {MANIFEST} == remote
+    assert main(["validate", "--root", root]) == 0
+    assert main(["activate", "p1", "--root", root]) == 0
+    bundle = load_bundle(root, model=query_encoder)
+    assert len(bundle.segments) == 2
+    assert retrieve(bundle, "Which volcano is on Sicily?", k=1)[0].doc_id == "volcano.txt"
