@@ -9,7 +9,7 @@ import numpy as np
 from query.admission import Admission, Reason, admit, mentions_anchor
 from query.bundle import LoadedBundle
 from query.fusion import ArmHit
-from query.graph import DENSE_SEEDS, Walk, graph_arm, walk_graph
+from query.graph import DENSE_SEEDS, Walk, chunk_titles, graph_arm, walk_graph
 from query.rerank import Reranker
 from query.retrieval import DEFAULT_DEPTH, Evidence, dense_arm, retrieve, visible_rows
 from query.router import Route, route
@@ -122,7 +122,7 @@ def _knowledge_arms(
     walk = None
     if "walk" in decision.surfaces:
         rows = visible_rows(bundle, access)
-        graph = walk_graph(layer, bundle.chunk_ids, bundle.row_of_chunk, rows)
+        graph = walk_graph(layer, bundle.chunk_ids, bundle.row_of_chunk, rows, chunk_titles(bundle))
         walk = graph_arm(
             layer, graph, query, dense_arm(bundle, vector, WALK_DENSE_DEPTH, rows), DEFAULT_DEPTH
         )

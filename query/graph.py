@@ -26,7 +26,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from scipy import sparse
@@ -197,6 +197,7 @@ def walk_graph(
     chunk_ids: Sequence[str],
     row_of_chunk: dict[str, int],
     visible_rows: np.ndarray | None,
+    titles: Sequence[str] | None = None,
 ) -> WalkGraph:
     """The graph over the chunks in ``visible_rows`` (``None``: every chunk), built once
     per visible set and kept on the layer."""
@@ -205,7 +206,7 @@ def walk_graph(
         cached = layer.walk_graphs.get(key)
     if cached is not None:
         return cached
-    graph = _build(layer, chunk_ids, row_of_chunk, visible_rows)
+    graph = _build(layer, chunk_ids, row_of_chunk, visible_rows, titles)
     with _LOCK:
         layer.walk_graphs[key] = graph
     return graph
@@ -216,6 +217,7 @@ def _build(
     chunk_ids: Sequence[str],
     row_of_chunk: dict[str, int],
     visible_rows: np.ndarray | None,
+    titles: Sequence[str] | None = None,
 ) -> WalkGraph:
     n_entities = len(layer.entity_ids)
     visible = np.ones(len(chunk_ids), dtype=bool)
@@ -253,10 +255,23 @@ def _build(
     adjacency = sparse.csr_matrix((np.ones(len(a)), (a, b)), shape=(n, n))
     adjacency.data[:] = 1.0  # an entity named twice in a chunk is one edge
     adjacency.sort_indices()
-    degree = np.asarray(adjacency.sum(axis=0)).ravel()
+    weights = adjacency
+    about_e, about_c = _about_edges(layer, titles, visible)
+    if len(about_e):
+        # An entity sends as much mass to the chunks of the document titled with its name
+        # as to every other neighbour together.
+        out = np.asarray(adjacency.sum(axis=0)).ravel()
+        pages = np.bincount(about_e, minlength=n_entities).astype(np.float64)
+        w = np.maximum(out[about_e], 1.0) / pages[about_e]
+        about = sparse.csr_matrix((w, (about_c + n_entities, about_e)), shape=(n, n))
+        weights = adjacency + about
+        adjacency = adjacency.maximum(sparse.csr_matrix(about.T.astype(bool).astype(float)))
+        adjacency = adjacency.maximum(adjacency.T)
+        adjacency.sort_indices()
+    degree = np.asarray(weights.sum(axis=0)).ravel()
     degree[degree == 0] = 1.0
     # float32: the walk is a ranking, and half the bytes per edge is most of its time.
-    matrix = sparse.csr_matrix(adjacency.multiply(1.0 / degree), dtype=np.float32)
+    matrix = sparse.csr_matrix(weights.multiply(1.0 / degree), dtype=np.float32)
     return WalkGraph(
         matrix=matrix,
         adjacency=adjacency,
@@ -266,6 +281,36 @@ def _build(
         entity_names=layer.entity_names,
         predicate_of=predicate_of,
     )
+
+
+def chunk_titles(bundle: Any) -> list[str]:
+    """Each chunk row's document title."""
+    return [str(bundle.documents[d].get("title") or "") for d in bundle.chunk_doc_ids]
+
+
+_DISAMBIGUATION = re.compile(r"\s*\([^)]*\)\s*$")
+
+
+def _about_edges(
+    layer: KnowledgeLayer, titles: Sequence[str] | None, visible: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(entity, chunk row)`` pairs joining an entity to the visible chunks of the
+    documents whose title (less a trailing parenthesis) is one of its aliases: the page
+    *about* it."""
+    if titles is None:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    rows_of: dict[str, list[int]] = {}
+    for row, title in enumerate(titles):
+        if title and visible[row]:
+            norm = normalize_surface(_DISAMBIGUATION.sub("", title))
+            rows_of.setdefault(norm, []).append(row)
+    entities: list[int] = []
+    chunks: list[int] = []
+    for norm, rows in rows_of.items():
+        for e in layer.aliases.get(norm, []):
+            entities += [e] * len(rows)
+            chunks += rows
+    return np.asarray(entities, dtype=np.int64), np.asarray(chunks, dtype=np.int64)
 
 
 def entity_seeds(layer: KnowledgeLayer, graph: WalkGraph, query: str) -> list[Seed]:

@@ -224,3 +224,20 @@ def test_without_a_knowledge_layer_the_walk_is_reported_missing():
     assert decision.operation == "multihop"
     assert "walk" not in decision.surfaces
     assert any("surface 'walk' not in this bundle" in r for r in decision.reasons)
+
+
+def test_an_entity_leads_the_walk_to_the_document_titled_with_its_name():
+    """The bridge page is *about* an entity the first passage names: its title is one of
+    the entity's aliases (less a parenthesis), so the entity's mass reaches it even where
+    its chunks never name the entity in the text."""
+    layer = _layer()
+    chunks = CHUNKS
+    rows = {c: i for i, c in enumerate(chunks)}
+    untitled = graph_arm(layer, walk_graph(layer, chunks, rows, None), QUESTION, [], 10)
+    assert "c4" not in [chunks[h.row] for h in untitled.hits]  # no edge reaches c4
+    titles = ["", "", "", "Omega Society (association)", ""]
+    layer.walk_graphs.clear()  # the cache is per visible set; the titles are new here
+    titled = graph_arm(layer, walk_graph(layer, chunks, rows, None, titles), QUESTION, [], 10)
+    ranked = [chunks[h.row] for h in titled.hits]
+    assert ranked[:2] == ["c1", "c4"]  # c1 names the seed; c4 is Omega Society's page
+    assert ranked.index("c3") > ranked.index("c4")  # c3 is reached only through c4
