@@ -187,7 +187,9 @@ def _walk_alone(bundle: Any, query: str) -> list[Any]:
     from query.retrieval import dense_arm
 
     layer = bundle.knowledge
-    graph = walk_graph(layer, bundle.chunk_ids, bundle.row_of_chunk, None, chunk_titles(bundle))
+    graph = walk_graph(
+        layer, bundle.chunk_ids, bundle.row_of_chunk, None, lambda: chunk_titles(bundle)
+    )
     dense = dense_arm(bundle, bundle.embed(query), WALK_DENSE_DEPTH, None)
     walk = graph_arm(layer, graph, query, dense, CHUNK_DEPTH)
     return [_Ranked(bundle.chunk_doc_ids[h.row]) for h in walk.hits]

@@ -58,6 +58,24 @@ KNOWLEDGE_FILES = (
 )
 
 
+def _sizes(manifest: Manifest) -> tuple[dict[str, int], set[str]]:
+    """Each segment's live chunk rows (by :attr:`SegmentRef.key`), and the *large* ones:
+    the largest, with the other segments of its bundle when a batch build wrote it as
+    several (``--segments``)."""
+    refs = manifest.segments
+    live = {r.key: r.chunks - len(r.deleted_chunks) for r in refs}
+    largest = max(refs, key=lambda r: (live[r.key], r.key))
+    large = {r.key for r in refs if largest.part and r.part and r.bundle_id == largest.bundle_id}
+    return live, large | {largest.key}
+
+
+def _build_parts(manifest: Manifest) -> int:
+    """How many segments the batch build holding the generation's largest segment wrote
+    (``--segments``; one when it wrote one, or the generation lists none): they count as
+    one against the segment limit, and a whole merge writes as many."""
+    return len(_sizes(manifest)[1]) if manifest.segments else 1
+
+
 def _deleted_share(manifest: Manifest) -> float:
     """The share of the generation's chunk rows its deletion sets name (0 when empty)."""
     rows = sum(r.chunks for r in manifest.segments)
@@ -84,30 +102,18 @@ class MergePolicy:
         merge: the knowledge layer computed afresh, deletions reclaimed)."""
         if _deleted_share(manifest) > self.max_deleted_share:
             return None
-        live, large = self._sizes(manifest)
+        live, large = _sizes(manifest)
         small = [key for key in live if key not in large]
         largest = max(live.values())
         if len(small) < 2 or sum(live[k] for k in small) >= self.small_share * largest:
             return None
         return small
 
-    def _sizes(self, manifest: Manifest) -> tuple[dict[str, int], set[str]]:
-        """Each segment's live chunk rows (by :attr:`SegmentRef.key`), and the *large*
-        ones: the largest, with the other segments of its bundle when a batch build wrote
-        it as several (``--segments``)."""
-        refs = manifest.segments
-        live = {r.key: r.chunks - len(r.deleted_chunks) for r in refs}
-        largest = max(refs, key=lambda r: (live[r.key], r.key))
-        large = {
-            r.key for r in refs if largest.part and r.part and r.bundle_id == largest.bundle_id
-        }
-        return live, large | {largest.key}
-
     def reason(self, manifest: Manifest) -> str | None:
         """Why ``manifest``'s generation should be compacted, or ``None``."""
         refs = manifest.segments
         # The segments of one batch build count as one against the limit.
-        limit = self.max_segments + (len(self._sizes(manifest)[1]) - 1 if refs else 0)
+        limit = self.max_segments + (_build_parts(manifest) - 1)
         if len(refs) > limit:
             return f"{len(refs)} segments (more than {limit})"
         deleted = _deleted_share(manifest)
@@ -163,18 +169,6 @@ def assemble_compaction(
             kept_in_segment=True,
             parts=parts,
         )
-
-
-def _build_parts(manifest: Manifest) -> int:
-    """How many parts a whole merge writes: as many as the batch build holding the
-    generation's largest segment wrote (``--segments``), else one."""
-    if not manifest.segments:
-        return 1
-    live = {r.key: r.chunks - len(r.deleted_chunks) for r in manifest.segments}
-    largest = max(manifest.segments, key=lambda r: (live[r.key], r.key))
-    if not largest.part:
-        return 1
-    return sum(1 for r in manifest.segments if r.part and r.bundle_id == largest.bundle_id)
 
 
 def _knowledge_state(manifest: Manifest, bundle_id: str, *, tiered: bool) -> KnowledgeState:

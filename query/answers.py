@@ -122,7 +122,9 @@ def _knowledge_arms(
     walk = None
     if "walk" in decision.surfaces:
         rows = visible_rows(bundle, access)
-        graph = walk_graph(layer, bundle.chunk_ids, bundle.row_of_chunk, rows, chunk_titles(bundle))
+        graph = walk_graph(
+            layer, bundle.chunk_ids, bundle.row_of_chunk, rows, lambda: chunk_titles(bundle)
+        )
         walk = graph_arm(
             layer, graph, query, dense_arm(bundle, vector, WALK_DENSE_DEPTH, rows), DEFAULT_DEPTH
         )

@@ -23,7 +23,7 @@ use and kept with the knowledge layer.
 import hashlib
 import re
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any, NamedTuple
@@ -197,10 +197,12 @@ def walk_graph(
     chunk_ids: Sequence[str],
     row_of_chunk: dict[str, int],
     visible_rows: np.ndarray | None,
-    titles: Sequence[str] | None = None,
+    titles: Callable[[], Sequence[str]] | None = None,
 ) -> WalkGraph:
     """The graph over the chunks in ``visible_rows`` (``None``: every chunk), built once
-    per visible set and kept on the layer."""
+    per visible set and kept on the layer. ``titles`` gives each chunk row's document
+    title (:func:`chunk_titles`), called only when the graph is built: with it, an
+    entity also leads to the document titled with its name."""
     key = None if visible_rows is None else hashlib.sha256(visible_rows.tobytes()).hexdigest()
     with _LOCK:
         cached = layer.walk_graphs.get(key)
@@ -217,7 +219,7 @@ def _build(
     chunk_ids: Sequence[str],
     row_of_chunk: dict[str, int],
     visible_rows: np.ndarray | None,
-    titles: Sequence[str] | None = None,
+    titles: Callable[[], Sequence[str]] | None = None,
 ) -> WalkGraph:
     n_entities = len(layer.entity_ids)
     visible = np.ones(len(chunk_ids), dtype=bool)
@@ -265,8 +267,7 @@ def _build(
         w = np.maximum(out[about_e], 1.0) / pages[about_e]
         about = sparse.csr_matrix((w, (about_c + n_entities, about_e)), shape=(n, n))
         weights = adjacency + about
-        adjacency = adjacency.maximum(sparse.csr_matrix(about.T.astype(bool).astype(float)))
-        adjacency = adjacency.maximum(adjacency.T)
+        adjacency = adjacency.maximum((about + about.T).astype(bool).astype(np.float64))
         adjacency.sort_indices()
     degree = np.asarray(weights.sum(axis=0)).ravel()
     degree[degree == 0] = 1.0
@@ -292,7 +293,7 @@ _DISAMBIGUATION = re.compile(r"\s*\([^)]*\)\s*$")
 
 
 def _about_edges(
-    layer: KnowledgeLayer, titles: Sequence[str] | None, visible: np.ndarray
+    layer: KnowledgeLayer, titles: Callable[[], Sequence[str]] | None, visible: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(entity, chunk row)`` pairs joining an entity to the visible chunks of the
     documents whose title (less a trailing parenthesis) is one of its aliases: the page
@@ -300,7 +301,7 @@ def _about_edges(
     if titles is None:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     rows_of: dict[str, list[int]] = {}
-    for row, title in enumerate(titles):
+    for row, title in enumerate(titles()):
         if title and visible[row]:
             norm = normalize_surface(_DISAMBIGUATION.sub("", title))
             rows_of.setdefault(norm, []).append(row)

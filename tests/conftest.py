@@ -105,19 +105,24 @@ def fresh_root(built_root: Path, tmp_path: Path) -> Path:
     return target
 
 
-@pytest.fixture(scope="session")
-def validated_root(built_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A root whose bundle ``b1`` passed validation and is active."""
+def validate_and_activate(root: str, bundle_id: str) -> None:
+    """Validate the bundle ``bundle_id`` under ``root`` (it must pass) and activate it."""
     from store.activation import activate
     from store.bundles import bundle_path
     from validation import validate_bundle
 
+    report = validate_bundle(bundle_path(root, bundle_id))
+    assert report.passed, report.failed()
+    activate(root, bundle_id)
+
+
+@pytest.fixture(scope="session")
+def validated_root(built_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A root whose bundle ``b1`` passed validation and is active."""
     root = tmp_path_factory.mktemp("validated")
     shutil.rmtree(root)
     shutil.copytree(built_root, root)
-    report = validate_bundle(bundle_path(str(root), "b1"))
-    assert report.passed, report.failed()
-    activate(str(root), "b1")
+    validate_and_activate(str(root), "b1")
     return root
 
 

@@ -13,22 +13,15 @@ import pytest
 from algorithms.communities import detect_communities
 from pipelines.build_index import run
 from schemas import Relation
-from store.activation import activate
 from store.bundles import bundle_path
 from store.config import DEFAULT_SEED, KnowledgeConfig
-from tests.conftest import write_corpus
+from tests.conftest import validate_and_activate, write_corpus
 from tests.query.test_knowledge_query import PAYMENTS
 from tests.validation.test_gate import _rewrite_with_checksum
 from validation import validate_bundle
 
 EDITED = dict(PAYMENTS)
 EDITED["cards.md"] = PAYMENTS["cards.md"] + " NPCI also runs the FASTag toll programme."
-
-
-def _activate(root: str, bundle_id: str) -> None:
-    report = validate_bundle(bundle_path(root, bundle_id))
-    assert report.passed, report.failed()
-    activate(root, bundle_id)
 
 
 def _table(root: str, bundle_id: str, name: str) -> list[dict]:
@@ -48,13 +41,13 @@ def roots(tmp_path_factory):
     root = str(base / "root")
     corpus = write_corpus(base / "corpus", PAYMENTS)
     run(["--input", str(corpus), "--surface_vectors", "--root", root], bundle_id="k1")
-    _activate(root, "k1")
+    validate_and_activate(root, "k1")
     write_corpus(corpus, EDITED)
     edited = run(
         ["--input", str(corpus), "--surface_vectors", "--root", root, "--recluster_share=1"],
         bundle_id="k2",
     )
-    _activate(root, "k2")
+    validate_and_activate(root, "k2")
     run(
         [
             "--input",
@@ -68,7 +61,7 @@ def roots(tmp_path_factory):
     )
     (corpus / "rbi.md").unlink()
     deleted = run(["--input", str(corpus), "--surface_vectors", "--root", root], bundle_id="k3")
-    _activate(root, "k3")
+    validate_and_activate(root, "k3")
     run(
         [
             "--input",
@@ -89,7 +82,7 @@ def roots(tmp_path_factory):
         ["--input", str(corpus), "--surface_vectors", "--root", root, "--recluster_share=1"],
         bundle_id="k4",
     )
-    _activate(root, "k4")
+    validate_and_activate(root, "k4")
     return root, str(base / "fresh2"), str(base / "fresh3"), edited, deleted
 
 

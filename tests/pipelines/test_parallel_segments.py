@@ -22,19 +22,12 @@ from pipelines.build_index import (
 )
 from query import load_bundle, open_bundle, retrieve
 from schemas.manifest import SegmentRef
-from store.activation import activate
 from store.bundles import BundleIntegrityError, bundle_path, read_manifest
 from store.segments import part_of
-from tests.conftest import TINY_CORPUS, write_corpus
+from tests.conftest import TINY_CORPUS, validate_and_activate, write_corpus
 from validation import validate_bundle
 
 PARTS = 3
-
-
-def _activate(root: str, bundle_id: str) -> None:
-    report = validate_bundle(bundle_path(root, bundle_id))
-    assert report.passed, report.failed()
-    activate(root, bundle_id)
 
 
 @pytest.fixture(scope="module")
@@ -45,9 +38,9 @@ def parted(tmp_path_factory):
     corpus = write_corpus(base / "corpus", TINY_CORPUS)
     root, single = str(base / "root"), str(base / "single")
     built = run(["--input", str(corpus), "--root", root, "--segments", str(PARTS)], bundle_id="p1")
-    _activate(root, "p1")
+    validate_and_activate(root, "p1")
     run(["--input", str(corpus), "--root", single, "--segments", "1"], bundle_id="f1")
-    _activate(single, "f1")
+    validate_and_activate(single, "f1")
     return root, single, corpus, built
 
 
@@ -151,7 +144,7 @@ def test_a_refresh_deletes_from_the_part_holding_a_document(parted, tmp_path, qu
     holder = refs[part_of("tea.md", PARTS)]
     assert holder.deleted_documents == ["tea.md"]
     assert all(not r.deleted_documents for r in refs[:PARTS] if r is not holder)
-    _activate(work, "p2")
+    validate_and_activate(work, "p2")
     top = retrieve(load_bundle(work, model=query_encoder), "oolong tea rolled", k=1)
     assert top[0].doc_id == "tea.md" and "Oolong" in top[0].text
     # A whole merge writes as many parts as the batch build did, split the same way.

@@ -14,22 +14,16 @@ import pytest
 from pipelines import compact
 from pipelines.build_index import run
 from query import load_bundle, retrieve
-from store.activation import activate, gc, read_active
+from store.activation import gc, read_active
 from store.bundles import BundleIntegrityError, bundle_path, list_bundles
 from store.segments import EXTRACTED_MENTIONS, open_segments
-from tests.conftest import TINY_CORPUS, write_corpus
+from tests.conftest import TINY_CORPUS, validate_and_activate, write_corpus
 from validation import validate_bundle
 
 EDITED = dict(TINY_CORPUS)
 EDITED["tea.md"] = "# Tea\n\nOolong tea is partly oxidised before it is rolled and dried."
 EDITED["kite.md"] = "# Kites\n\nA kite flies because the wind pushes against its sail."
 del EDITED["bread.txt"]
-
-
-def _activate(root: str, bundle_id: str) -> None:
-    report = validate_bundle(bundle_path(root, bundle_id))
-    assert report.passed, report.failed()
-    activate(root, bundle_id)
 
 
 @pytest.fixture(scope="module")
@@ -40,11 +34,11 @@ def refreshed(tmp_path_factory):
     root = str(base / "root")
     corpus = write_corpus(base / "corpus", TINY_CORPUS)
     run(["--input", str(corpus), "--root", root], bundle_id="b1")
-    _activate(root, "b1")
+    validate_and_activate(root, "b1")
     (corpus / "bread.txt").unlink()
     write_corpus(corpus, EDITED)
     result = run(["--input", str(corpus), "--root", root], bundle_id="b2")
-    _activate(root, "b2")
+    validate_and_activate(root, "b2")
     return root, corpus, result
 
 
@@ -110,7 +104,7 @@ def test_a_new_access_class_alone_makes_a_document_changed(refreshed, tmp_path, 
     result = run(args, bundle_id="b3")
     delta = result.manifest.delta
     assert (delta["changed"], delta["unchanged"]) == (1, 6)
-    _activate(work, "b3")
+    validate_and_activate(work, "b3")
     bundle = load_bundle(work, model=query_encoder)
     assert bundle.documents["river.md"]["access_class"] == "restricted"
     public = retrieve(bundle, "Danube Black Sea pelicans", k=10, access=["public"])
@@ -273,7 +267,7 @@ def test_bm25_across_segments_uses_the_live_corpus_statistics(refreshed, tmp_pat
 def _fresh_build(corpus: Path, tmp_path: Path) -> Path:
     root = tmp_path / "fresh"
     run(["--input", str(corpus), "--root", str(root)], bundle_id="f1")
-    _activate(str(root), "f1")
+    validate_and_activate(str(root), "f1")
     return root
 
 
@@ -337,7 +331,7 @@ def test_a_tiered_merge_keeps_the_largest_segment_and_the_knowledge_layer(refres
         third = run(["--input", str(corpus), "--root", work], bundle_id="b3")
     finally:
         extra.unlink()
-    _activate(work, "b3")
+    validate_and_activate(work, "b3")
     assert [s.bundle_id for s in third.manifest.segments] == ["b1", "b2", "b3"]
     merged = compact.run([], root=work, bundle_id="b4", merge=["b2", "b3"])
     manifest = merged.manifest

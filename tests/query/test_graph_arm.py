@@ -237,7 +237,9 @@ def test_an_entity_leads_the_walk_to_the_document_titled_with_its_name():
     assert "c4" not in [chunks[h.row] for h in untitled.hits]  # no edge reaches c4
     titles = ["", "", "", "Omega Society (association)", ""]
     layer.walk_graphs.clear()  # the cache is per visible set; the titles are new here
-    titled = graph_arm(layer, walk_graph(layer, chunks, rows, None, titles), QUESTION, [], 10)
+    titled = graph_arm(
+        layer, walk_graph(layer, chunks, rows, None, lambda: titles), QUESTION, [], 10
+    )
     ranked = [chunks[h.row] for h in titled.hits]
     assert ranked[:2] == ["c1", "c4"]  # c1 names the seed; c4 is Omega Society's page
     assert ranked.index("c3") > ranked.index("c4")  # c3 is reached only through c4
