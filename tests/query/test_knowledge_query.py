@@ -184,5 +184,5 @@ def test_a_bundle_without_knowledge_reports_contradictions_unchecked(built_root,
 def test_readers_search_with_the_qualified_expansion(bundle):
     from store.config import SEARCH_EXPANSION
 
-    assert bundle.index.expansion_search == SEARCH_EXPANSION == 128
+    assert bundle.index.expansion_search == SEARCH_EXPANSION == 256
     assert bundle.knowledge.relations.index.expansion_search == SEARCH_EXPANSION
