@@ -224,9 +224,11 @@ class _UpdateFn(beam.DoFn):
         hit = pc.invert(pc.is_in(flat_docs, value_set=unchanged))
         by_deletion = set(pc.filter(owners, hit).to_pylist())
         new_keys = {relation_key(s, linked.assignment) for s in new_statements} - {None}
-        touched_relations = {
-            parent_relations["relation_id"][i].as_py() for i in sorted(by_deletion)
-        } | {relation_id(key) for key in new_keys if key}
+        touched_relations = set(
+            parent_relations["relation_id"]
+            .take(pa.array(sorted(by_deletion), type=pa.int64()))
+            .to_pylist()
+        ) | {relation_id(key) for key in new_keys if key}
         touched_rows = parent_relations.filter(
             pc.is_in(
                 parent_relations["relation_id"],
