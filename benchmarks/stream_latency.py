@@ -35,6 +35,7 @@ from typing import Any
 
 from pipelines.stream import seconds
 from store.activation import read_active
+from store.memory import choose_memory_pool
 from store.models import force_offline
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -198,6 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "so the stream starts from the generation it left",
     )
     args = parser.parse_args(own)
+    choose_memory_pool()  # as `evidex serve` does: the reader opens each generation
     cycle = seconds(args.window)
     force_offline()
     from store.models import load_sentence_transformer, resolve_model

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from evidex import __version__
+from store.memory import choose_memory_pool
 
 logger = logging.getLogger("evidex")
 
@@ -1107,6 +1108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extra:
         _check_passthrough(parser, args.command, extra)
     _configure_logging(args.verbose, args.quiet or getattr(args, "json", False))
+    choose_memory_pool()
     handlers = {
         "validate": cmd_validate,
         "activate": cmd_activate,

@@ -51,6 +51,7 @@ from store.config import (
     KnowledgeConfig,
     LexicalConfig,
 )
+from store.memory import choose_memory_pool
 from store.models import (
     DEFAULT_MODEL,
     fingerprint,
@@ -808,6 +809,7 @@ def _delta_counts(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m pipelines.build_index``."""
+    choose_memory_pool()
     args = sys.argv[1:] if argv is None else list(argv)
     if "-h" in args or "--help" in args:
         parser = argparse.ArgumentParser(

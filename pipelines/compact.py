@@ -308,6 +308,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m pipelines.compact --root R [Beam options]``."""
     import argparse
 
+    from store.memory import choose_memory_pool
+
+    choose_memory_pool()
     parser = argparse.ArgumentParser(
         prog="python -m pipelines.compact",
         description="Compact the active generation into one segment (not validated or "

@@ -39,6 +39,7 @@ from evidex.compactor import BackgroundCompaction
 from evidex.refresh import refresh
 from pipelines.compact import DEFAULT_MAX_DELETED_SHARE, DEFAULT_MAX_SEGMENTS, MergePolicy
 from store.bundles import resolve_root
+from store.memory import choose_memory_pool
 from store.models import keep_models_loaded
 
 logger = logging.getLogger(__name__)
@@ -237,6 +238,7 @@ def run(argv: Sequence[str]) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m pipelines.stream``."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    choose_memory_pool()
     run(sys.argv[1:] if argv is None else argv)
     return 0
 
