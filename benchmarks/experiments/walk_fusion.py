@@ -26,8 +26,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from evidex.evaluation import CHUNK_DEPTH, document_run, load_dataset, score_arm
-
-RRF_K = 60
+from query.fusion import RRF_K
 
 
 class _Ranked(NamedTuple):
