@@ -10,20 +10,24 @@ from an unresolved anchor.
 
 import os
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from algorithms.normalize import normalize_surface
+from query.columns import ArrowSequence, Grouped
 from store.bundles import (
     COMMUNITIES,
     COMMUNITY_INDEX,
     ENTITIES,
     RELATION_INDEX,
     RELATIONS,
+    numbers,
     read_parquet,
 )
 from store.config import SEARCH_EXPANSION
@@ -37,9 +41,9 @@ FUNCTIONAL_CATEGORIES = frozenset({"limit"})
 class Surface:
     """One derived table (relations or communities) with its vector index."""
 
-    ids: list[str]
-    texts: list[str]
-    chunk_ids: list[list[str]]
+    ids: Sequence[str]
+    texts: Sequence[str]
+    chunk_ids: Sequence[list[str]]
     index: Any
     row_of_key: dict[int, int] = field(default_factory=dict)
 
@@ -62,20 +66,20 @@ class Surface:
 class KnowledgeLayer:
     """Entities, relations and communities of one bundle, ready for queries."""
 
-    entity_ids: list[str]
-    entity_names: list[str]
-    entity_chunks: list[list[str]]
-    aliases: dict[str, list[int]]
+    entity_ids: Sequence[str]
+    entity_names: Sequence[str]
+    entity_chunks: Sequence[list[str]]
+    aliases: Mapping[str, list[int]]
     relations: Surface
     subjects: list[int]
     objects: list[int]
-    predicates: list[str]
-    object_texts: list[str]
-    categories: list[str]
+    predicates: Sequence[str]
+    object_texts: Sequence[str]
+    categories: Sequence[str]
     supports: list[int]
     confidences: list[float]
     communities: Surface
-    adjacency: dict[int, list[int]]
+    adjacency: Mapping[int, list[int]]
     functional: dict[str, list[int]] = field(default_factory=dict)
     walk_graphs: dict[str | None, Any] = field(default_factory=dict, repr=False)
     """The graph arm's graphs by visible-row set (see :mod:`query.graph`), built on use."""
@@ -142,13 +146,13 @@ def _surface(path: str, table: str, index_file: str, id_col: str, text_col: str)
         index = Index.restore(os.path.join(path, index_file), view=True)
         if index is not None:
             index.expansion_search = SEARCH_EXPANSION  # type: ignore[misc]  # settable at run time
-    keys = data.column("ann_key").to_pylist()
+    keys = numbers(data.column("ann_key")).tolist()
     return Surface(
-        ids=data.column(id_col).to_pylist(),
-        texts=data.column(text_col).to_pylist(),
-        chunk_ids=data.column(chunk_col).to_pylist(),
+        ids=ArrowSequence(data.column(id_col)),
+        texts=ArrowSequence(data.column(text_col)),
+        chunk_ids=ArrowSequence(data.column(chunk_col)),
         index=index,
-        row_of_key={int(k): i for i, k in enumerate(keys)},
+        row_of_key=dict(zip(keys, range(len(keys)), strict=True)),
     )
 
 
@@ -160,49 +164,87 @@ def _alias_norm(alias: str) -> str:
     return normalize_surface(alias)
 
 
+def alias_index(aliases: Any) -> Grouped:
+    """normalized alias -> the entity rows that have it, ascending, from the entity
+    table's ``aliases`` list column (each distinct alias string is normalized once)."""
+    column = aliases.combine_chunks() if hasattr(aliases, "combine_chunks") else aliases
+    owners = numbers(pc.list_parent_indices(column))
+    encoded = pc.list_flatten(column).dictionary_encode()
+    code_of: dict[str, int] = {}
+    codes = np.fromiter(
+        (code_of.setdefault(_alias_norm(a), len(code_of)) for a in encoded.dictionary.to_pylist()),
+        dtype=np.int64,
+        count=len(encoded.dictionary),
+    )
+    grouped = Grouped.of(codes[numbers(encoded.indices)], owners, len(code_of), distinct=True)
+    return grouped.labelled(list(code_of))
+
+
+def adjacency_index(subjects: np.ndarray, objects: np.ndarray, entities: int) -> Grouped:
+    """entity row -> the relation rows it is the subject or the object of, ascending (a
+    relation from an entity to itself twice), from the relations' entity rows (-1: no
+    object entity)."""
+    rows = np.arange(len(subjects), dtype=np.int64)
+    linked = objects >= 0
+    nodes = np.concatenate([subjects, objects[linked]])
+    relations = np.concatenate([rows, rows[linked]])
+    side = np.concatenate([np.zeros(len(rows)), np.ones(int(linked.sum()))])
+    order = np.lexsort((side, relations, nodes))
+    nodes, relations = nodes[order], relations[order]
+    offsets = np.searchsorted(nodes, np.arange(entities + 1), side="left")
+    return Grouped(offsets, relations)
+
+
+def _entity_rows(ids: Any, entity_ids: Any) -> np.ndarray:
+    """Each of ``ids``' row in ``entity_ids`` (-1: null or not an entity)."""
+    found = pc.fill_null(pc.index_in(ids, value_set=entity_ids), -1)
+    return numbers(found.cast(pa.int64()))
+
+
 def load_knowledge(path: str) -> KnowledgeLayer | None:
-    """The knowledge layer of the bundle at ``path``, or ``None`` if it was built without."""
+    """The knowledge layer of the bundle at ``path``, or ``None`` if it was built without.
+
+    Columns stay Arrow arrays behind :class:`query.columns.ArrowSequence` and the alias
+    and adjacency indexes are numpy arrays (:class:`query.columns.Grouped`), so opening
+    costs a few vectorized passes, not a Python object per row.
+
+    Raises:
+        ValueError: a relation's subject is not one of the entities.
+    """
     if not os.path.exists(os.path.join(path, ENTITIES)):
         return None
     entities = read_parquet(
         os.path.join(path, ENTITIES), columns=["entity_id", "name", "aliases", "chunk_ids"]
     )
-    ids = entities.column("entity_id").to_pylist()
-    row_of = {e: i for i, e in enumerate(ids)}
-    aliases: dict[str, list[int]] = defaultdict(list)
-    for i, names in enumerate(entities.column("aliases").to_pylist()):
-        for norm in sorted({_alias_norm(n) for n in names}):
-            aliases[norm].append(i)
+    entity_ids = entities.column("entity_id").combine_chunks()
     relations = _surface(path, RELATIONS, RELATION_INDEX, "relation_id", "summary")
     columns = ["subject_id", "object_id", "predicate", "object_text", "category", "support"]
     meta = read_parquet(os.path.join(path, RELATIONS), columns=[*columns, "confidence"])
-    subjects = [row_of[s] for s in meta.column("subject_id").to_pylist()]
-    objects = [row_of.get(o, -1) if o else -1 for o in meta.column("object_id").to_pylist()]
-    adjacency: dict[int, list[int]] = defaultdict(list)
-    for r, (s, o) in enumerate(zip(subjects, objects, strict=True)):
-        adjacency[s].append(r)
-        if o >= 0:
-            adjacency[o].append(r)
-    categories = meta.column("category").to_pylist()
+    subjects = _entity_rows(meta.column("subject_id"), entity_ids)
+    if len(subjects) and subjects.min() < 0:
+        missing = meta.column("subject_id")[int(np.argmin(subjects))].as_py()
+        raise ValueError(f"{path}: relation subject {missing!r} is not an entity")
+    objects = _entity_rows(meta.column("object_id"), entity_ids)
+    categories = meta.column("category")
     functional: dict[str, list[int]] = defaultdict(list)
-    for r, chunks in enumerate(relations.chunk_ids):
-        if categories[r] in FUNCTIONAL_CATEGORIES:
-            for c in chunks:
-                functional[c].append(r)
+    named = pc.is_in(categories, value_set=pa.array(sorted(FUNCTIONAL_CATEGORIES)))
+    for r in np.flatnonzero(numbers(pc.cast(named, pa.int8()))).tolist():
+        for c in relations.chunk_ids[r]:
+            functional[c].append(r)
     return KnowledgeLayer(
-        entity_ids=ids,
-        entity_names=entities.column("name").to_pylist(),
-        entity_chunks=entities.column("chunk_ids").to_pylist(),
-        aliases=dict(aliases),
+        entity_ids=ArrowSequence(entity_ids),
+        entity_names=ArrowSequence(entities.column("name")),
+        entity_chunks=ArrowSequence(entities.column("chunk_ids")),
+        aliases=alias_index(entities.column("aliases")),
         relations=relations,
-        subjects=subjects,
-        objects=objects,
-        predicates=meta.column("predicate").to_pylist(),
-        object_texts=meta.column("object_text").to_pylist(),
-        categories=categories,
-        supports=meta.column("support").to_pylist(),
-        confidences=meta.column("confidence").to_pylist(),
+        subjects=subjects.tolist(),
+        objects=objects.tolist(),
+        predicates=ArrowSequence(meta.column("predicate")),
+        object_texts=ArrowSequence(meta.column("object_text")),
+        categories=ArrowSequence(categories),
+        supports=numbers(meta.column("support")).tolist(),
+        confidences=numbers(meta.column("confidence")).tolist(),
         communities=_surface(path, COMMUNITIES, COMMUNITY_INDEX, "community_id", "report"),
-        adjacency=dict(adjacency),
+        adjacency=adjacency_index(subjects, objects, len(entity_ids)),
         functional=dict(functional),
     )

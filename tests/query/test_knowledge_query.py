@@ -186,3 +186,43 @@ def test_readers_search_with_the_qualified_expansion(bundle):
 
     assert bundle.index.expansion_search == SEARCH_EXPANSION == 256
     assert bundle.knowledge.relations.index.expansion_search == SEARCH_EXPANSION
+
+
+def test_the_layer_holds_what_the_tables_say_row_by_row(bundle):
+    """The vectorized indexes of load_knowledge against the tables read one row at a time."""
+    from algorithms.normalize import normalize_surface
+    from query.knowledge import FUNCTIONAL_CATEGORIES
+    from store.bundles import ENTITIES, RELATIONS, read_parquet
+
+    layer = bundle.knowledge
+    entities = read_parquet(f"{bundle.path}/{ENTITIES}").to_pylist()
+    relations = read_parquet(f"{bundle.path}/{RELATIONS}").to_pylist()
+    row_of = {e["entity_id"]: i for i, e in enumerate(entities)}
+    aliases: dict[str, list[int]] = {}
+    for i, entity in enumerate(entities):
+        for norm in sorted({normalize_surface(a) for a in entity["aliases"]}):
+            aliases.setdefault(norm, []).append(i)
+    subjects = [row_of[r["subject_id"]] for r in relations]
+    objects = [row_of.get(r["object_id"] or "", -1) for r in relations]
+    adjacency: dict[int, list[int]] = {}
+    functional: dict[str, list[int]] = {}
+    for r, relation in enumerate(relations):
+        adjacency.setdefault(subjects[r], []).append(r)
+        if objects[r] >= 0:
+            adjacency.setdefault(objects[r], []).append(r)
+        if relation["category"] in FUNCTIONAL_CATEGORIES:
+            for chunk in relation["chunk_ids"]:
+                functional.setdefault(chunk, []).append(r)
+    assert dict(layer.aliases) == aliases and len(aliases) > 20
+    assert layer.aliases.get("upi") == aliases["upi"]
+    assert layer.subjects == subjects and layer.objects == objects
+    assert dict(layer.adjacency) == adjacency and functional
+    assert layer.functional == functional
+    assert list(layer.entity_ids) == [e["entity_id"] for e in entities]
+    assert list(layer.entity_chunks) == [e["chunk_ids"] for e in entities]
+    assert [layer.predicates[r] for r in range(len(relations))] == [
+        r["predicate"] for r in relations
+    ]
+    assert layer.supports == [r["support"] for r in relations]
+    assert layer.relations.chunk_ids[0] == relations[0]["chunk_ids"]
+    assert layer.relations.row_of_key == {r["ann_key"]: i for i, r in enumerate(relations)}

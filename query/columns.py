@@ -1,0 +1,121 @@
+"""Python views of Arrow columns for the read side, converted on use.
+
+Opening a generation must not cost a Python object per row: a SciFact-size knowledge
+layer holds ~120k entities and relations, and converting every column to lists and dicts
+took over a second per open, which a stream's reader pays once per window.
+:class:`ArrowSequence` converts one item when it is asked for (and the whole column once,
+when it is iterated), and :class:`Grouped` keeps a key -> rows index as two numpy arrays.
+"""
+
+from collections.abc import Hashable, Iterator, Mapping, Sequence
+from typing import Any, overload
+
+import numpy as np
+
+
+class ArrowSequence(Sequence[Any]):
+    """A read-only sequence over an Arrow array (or chunked column).
+
+    Indexing converts one item; iterating, slicing or :meth:`tolist` converts the whole
+    column once and keeps the list, so a caller that walks every row pays what
+    ``to_pylist`` would have.
+    """
+
+    def __init__(self, array: Any) -> None:
+        self._array = array.combine_chunks() if hasattr(array, "combine_chunks") else array
+        self._items: list[Any] | None = None
+
+    def __len__(self) -> int:
+        return len(self._array)
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return self.tolist()[index]
+        items = self._items
+        if items is not None:
+            return items[index]
+        if not -len(self._array) <= index < len(self._array):
+            raise IndexError(f"index {index} out of range for {len(self._array)} rows")
+        return self._array[index].as_py()
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.tolist())
+
+    def tolist(self) -> list[Any]:
+        """Every item as a Python object (converted once, then kept)."""
+        if self._items is None:
+            self._items = self._array.to_pylist()
+        return self._items
+
+
+class Grouped(Mapping[Any, list[int]]):
+    """key -> ascending list of ints, stored as ``values`` grouped by key: group ``g``
+    is ``values[offsets[g]:offsets[g + 1]]``.
+
+    With ``labels`` the keys are those labels (group ``g`` is ``labels[g]``); without,
+    the keys are the group numbers themselves. Keys whose group is empty are absent.
+    """
+
+    def __init__(
+        self, offsets: np.ndarray, values: np.ndarray, labels: Sequence[Hashable] | None = None
+    ) -> None:
+        self._offsets = offsets
+        self._values = values
+        self._groups = len(offsets) - 1
+        self._position = None if labels is None else {k: g for g, k in enumerate(labels)}
+
+    @classmethod
+    def of(
+        cls, codes: np.ndarray, values: np.ndarray, groups: int, *, distinct: bool = False
+    ) -> "Grouped":
+        """Group ``values`` by ``codes`` (ints in ``[0, groups)``), each group in the
+        order of ``values``' positions; ``distinct`` keeps one of each repeated
+        (code, value) pair and orders each group by value instead."""
+        codes = np.asarray(codes, dtype=np.int64)
+        values = np.asarray(values, dtype=np.int64)
+        if distinct:
+            order = np.lexsort((values, codes))
+            codes, values = codes[order], values[order]
+            keep = np.ones(len(codes), dtype=bool)
+            keep[1:] = (codes[1:] != codes[:-1]) | (values[1:] != values[:-1])
+            codes, values = codes[keep], values[keep]
+        else:
+            order = np.argsort(codes, kind="stable")
+            codes, values = codes[order], values[order]
+        offsets = np.searchsorted(codes, np.arange(groups + 1), side="left")
+        return cls(offsets, values)
+
+    def labelled(self, labels: Sequence[Hashable]) -> "Grouped":
+        """The same groups, keyed by ``labels`` (one per group, in group order)."""
+        if len(labels) != self._groups:
+            raise ValueError(f"{len(labels)} labels for {self._groups} groups")
+        return Grouped(self._offsets, self._values, labels)
+
+    def _group(self, key: Hashable) -> int:
+        if self._position is not None:
+            return self._position[key]
+        if isinstance(key, (int, np.integer)) and 0 <= key < self._groups:
+            return int(key)
+        raise KeyError(key)
+
+    def __getitem__(self, key: Hashable) -> list[int]:
+        group = self._group(key)
+        start, end = self._offsets[group], self._offsets[group + 1]
+        if start == end:
+            raise KeyError(key)
+        return list(self._values[start:end].tolist())
+
+    def __iter__(self) -> Iterator[Hashable]:
+        sizes = np.diff(self._offsets)
+        if self._position is None:
+            return iter(np.flatnonzero(sizes).tolist())
+        return iter(k for k, g in self._position.items() if sizes[g])
+
+    def __len__(self) -> int:
+        return int(np.count_nonzero(np.diff(self._offsets)))
