@@ -38,6 +38,7 @@ from apache_beam.transforms import window
 from evidex.compactor import BackgroundCompaction
 from evidex.refresh import refresh
 from pipelines.compact import DEFAULT_MAX_DELETED_SHARE, DEFAULT_MAX_SEGMENTS, MergePolicy
+from store import table_cache
 from store.bundles import resolve_root
 from store.memory import choose_memory_pool
 from store.models import keep_models_loaded
@@ -115,12 +116,14 @@ class _RefreshFn(beam.DoFn):
 
     def setup(self) -> None:
         keep_models_loaded()  # the worker's windows share one load of each model
+        table_cache.enable()  # each window reads the tables the window before it wrote
         self._compactor = BackgroundCompaction(
             resolve_root(self._root), self._build_args, self._policy
         )
 
     def teardown(self) -> None:
         self._compactor.stop()
+        table_cache.disable()
 
     def process(self, element: Any, win: Any = beam.DoFn.WindowParam) -> Iterator[str]:
         # The window's listings only say "the input was seen"; the refresh re-lists the
@@ -191,6 +194,7 @@ def run_loop(
     beside the windows (``evidex.compactor``).
     """
     keep_models_loaded()  # every window's pipeline reuses the models the first loaded
+    table_cache.enable()  # each window reads the tables the window before it wrote
     compactor = BackgroundCompaction(resolve_root(root), build_args, policy)
     deadline = clock.time() + stop_after if stop_after else None
     windows = 0
@@ -205,6 +209,7 @@ def run_loop(
             clock.sleep(max(0.0, end - clock.time()))
     finally:
         compactor.stop()
+        table_cache.disable()
     return windows
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from schemas.manifest import Manifest, SegmentRef
-from store import storage
+from store import storage, table_cache
 from store.bundles import (
     CHUNK_INDEX,
     CHUNKS,
@@ -250,6 +250,8 @@ def check_deletions(segment: Segment, doc_ids: Sequence[str], chunk_ids: Sequenc
 
 
 _LINE = re.compile(r"#L\d+$")
+_ROW_BYTES = 2048
+"""A rough size of one document's or chunk's row held in memory (:mod:`store.table_cache`)."""
 
 DOCUMENT_FIELDS = (
     "doc_id",
@@ -288,13 +290,40 @@ def segment_ids(segment: Segment) -> tuple[list[str], list[str], list[str], list
     """The segment's document ids, their states (:func:`document_state`), its chunk ids
     and each chunk's document id (all rows, deleted or not), read from its tables."""
     docs, chunk_ids, chunk_docs = _segment_rows(segment)
-    return [d["doc_id"] for d in docs], [document_state(d) for d in docs], chunk_ids, chunk_docs
+    return [d["doc_id"] for d in docs], _states(segment, docs), chunk_ids, chunk_docs
 
 
 def _segment_rows(segment: Segment) -> tuple[list[dict[str, Any]], list[str], list[str]]:
-    docs = read_columns(storage.join(segment.path, DOCUMENTS), list(DOCUMENT_FIELDS)).to_pylist()
-    chunks = read_columns(storage.join(segment.path, CHUNKS), ["chunk_id", "doc_id"])
-    return docs, chunks["chunk_id"].to_pylist(), chunks["doc_id"].to_pylist()
+    """The segment's document rows, chunk ids and chunk document ids (kept in a stream,
+    whose every window reads the rows of every segment: :mod:`store.table_cache`).
+    Callers must not change the lists."""
+    documents = storage.join(segment.path, DOCUMENTS)
+    docs = table_cache.remember(
+        documents,
+        "document rows",
+        lambda: read_columns(documents, list(DOCUMENT_FIELDS)).to_pylist(),
+        size=_ROW_BYTES * segment.ref.documents,
+    )
+    path = storage.join(segment.path, CHUNKS)
+    chunks = table_cache.remember(
+        path,
+        "chunk and document ids",
+        lambda: tuple(c.to_pylist() for c in read_columns(path, ["chunk_id", "doc_id"]).columns),
+        size=_ROW_BYTES * segment.ref.chunks,
+    )
+    return docs, chunks[0], chunks[1]
+
+
+def _states(segment: Segment, docs: list[dict[str, Any]]) -> list[str]:
+    """:func:`document_state` of each of the segment's document rows."""
+    return list(
+        table_cache.remember(
+            storage.join(segment.path, DOCUMENTS),
+            "document states",
+            lambda: [document_state(d) for d in docs],
+            size=_ROW_BYTES * len(docs),
+        )
+    )
 
 
 def source_file(source_uri: str) -> str:
@@ -332,7 +361,8 @@ def live_revisions(segments: Sequence[Segment]) -> dict[str, LiveDocument]:
         doc_ids = [d["doc_id"] for d in docs]
         check_deletions(segment, doc_ids, chunk_ids)
         deleted = segment.deleted_documents
-        for doc_id, row in zip(doc_ids, docs, strict=True):
+        states = _states(segment, docs)
+        for doc_id, row, state in zip(doc_ids, docs, states, strict=True):
             if doc_id in deleted:
                 continue
             if doc_id in live:
@@ -342,6 +372,6 @@ def live_revisions(segments: Sequence[Segment]) -> dict[str, LiveDocument]:
                     f"{segment.ref.key})"
                 )
             live[doc_id] = LiveDocument(
-                row["revision"], position, document_state(row), source_file(row["source_uri"])
+                row["revision"], position, state, source_file(row["source_uri"])
             )
     return live

@@ -59,7 +59,7 @@ from schemas import (
     Relation,
     Statement,
 )
-from store import bundles, storage
+from store import bundles, storage, table_cache
 from store.config import AnnConfig, KnowledgeConfig
 from store.segments import EXTRACTED_STATEMENTS
 from transforms.ann import AnnKeyCollisionError, build_index, keys_and_vectors, save_index
@@ -89,8 +89,11 @@ class KnowledgeUpdate(NamedTuple):
 
 
 def _read(path: str, columns: list[str] | None = None) -> pa.Table:
-    with FileSystems.open(path) as handle:
-        return pq.read_table(pa.BufferReader(handle.read()), columns=columns)
+    def load() -> pa.Table:
+        with FileSystems.open(path) as handle:
+            return pq.read_table(pa.BufferReader(handle.read()), columns=columns)
+
+    return table_cache.read(path, columns, load)  # a stream's last window wrote it
 
 
 def _rows(table: pa.Table, row_type: Any) -> list[Any]:

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict
 
+from store import table_cache
 from store.activation import validation_state
 from store.bundles import (
     CHUNK_INDEX,
@@ -479,13 +480,19 @@ def _knowledge_table(
     path: str, table: str, id_column: str, baseline: increments.Baseline | None
 ) -> tuple[pa.Table, np.ndarray | None]:
     """A knowledge table, and per row whether it changed since the baseline's."""
-    rows = pq.read_table(os.path.join(path, table))
+    rows = _whole_table(os.path.join(path, table))
     if baseline is None:
         return rows, None
     parent = os.path.join(baseline.path, table)
     if not os.path.isfile(parent):
         return rows, None
-    return rows, increments.changed_rows(rows, pq.read_table(parent), id_column)
+    return rows, increments.changed_rows(rows, _whole_table(parent), id_column)
+
+
+def _whole_table(path: str) -> pa.Table:
+    """A whole knowledge table; a stream keeps what its last validation read, as the
+    baseline of the next (:mod:`store.table_cache`)."""
+    return table_cache.read(path, None, lambda: pq.read_table(path))
 
 
 def _knowledge_checks(

@@ -1,0 +1,126 @@
+"""Tables of bundle files kept in memory by a process that reads them again: a stream's
+windows, each of which reads the knowledge tables and segment rows that the window
+before it wrote and validated.
+
+Bundle files are immutable once written (a new generation writes new files), so a table
+read from one is keyed by the file's identity: path, inode, size and modification time.
+A rewritten file misses. The cache is off unless a process turns it on
+(:func:`enable`; ``evidex stream`` does), so one-off builds, validations and servers
+read from disk as before. Object-store paths are never cached. What it holds is bounded
+by bytes, least recently used first out.
+
+Example:
+    >>> enable(512 << 20)
+    >>> table = read(path, None, lambda: pq.read_table(path))   # from disk
+    >>> table = read(path, None, lambda: pq.read_table(path))   # from memory
+"""
+
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Any
+
+import pyarrow as pa
+
+from store import storage
+
+DEFAULT_MAX_BYTES = 512 << 20
+"""Enough for the knowledge tables of two SciFact-size generations (~210 MiB each in
+memory): a window's parent, and its own, which the next window reads as its parent."""
+
+_LOCK = threading.Lock()
+_entries: "OrderedDict[Hashable, tuple[Any, int]]" = OrderedDict()
+_state = {"max_bytes": 0, "bytes": 0, "hits": 0, "misses": 0}
+
+
+def enable(max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+    """Keep up to ``max_bytes`` of tables read through :func:`read` and values made by
+    :func:`remember` in this process."""
+    if max_bytes <= 0:
+        raise ValueError(f"max_bytes must be positive, got {max_bytes}")
+    with _LOCK:
+        _state["max_bytes"] = max_bytes
+        _evict()
+
+
+def disable() -> None:
+    """Stop caching, drop everything held and zero the hit and miss counts."""
+    with _LOCK:
+        _state.update(max_bytes=0, hits=0, misses=0)
+        _evict()
+
+
+def stats() -> dict[str, int]:
+    """Hits, misses, bytes held and the bound (for progress lines and tests)."""
+    with _LOCK:
+        return {**_state, "entries": len(_entries)}
+
+
+def _identity(path: str) -> tuple[str, int, int, int] | None:
+    if storage.is_remote(path):
+        return None
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return (os.path.realpath(path), status.st_ino, status.st_size, status.st_mtime_ns)
+
+
+def read(path: str, columns: list[str] | None, load: Callable[[], pa.Table]) -> pa.Table:
+    """The table ``load`` reads from ``path`` (``columns`` of it, ``None``: all), from
+    memory when this file was read before; a cached whole table also serves any subset
+    of its columns."""
+    identity = _identity(path) if _state["max_bytes"] else None
+    if identity is None:
+        return load()
+    wanted = None if columns is None else tuple(columns)
+    with _LOCK:
+        for key in ((identity, wanted), (identity, None)):
+            found = _entries.get(key)
+            if found is not None:
+                _entries.move_to_end(key)
+                _state["hits"] += 1
+                table = found[0]
+                return table if key[1] == wanted or wanted is None else table.select(wanted)
+        _state["misses"] += 1
+    table = load()
+    _put((identity, wanted), table, table.nbytes)
+    return table
+
+
+def remember(path: str, tag: str, make: Callable[[], Any], size: int) -> Any:
+    """``make()``, a value derived from the file at ``path`` alone, kept under ``tag``
+    while that file is unchanged; ``size`` is its rough size in bytes."""
+    identity = _identity(path) if _state["max_bytes"] else None
+    if identity is None:
+        return make()
+    key = (identity, tag)
+    with _LOCK:
+        found = _entries.get(key)
+        if found is not None:
+            _entries.move_to_end(key)
+            _state["hits"] += 1
+            return found[0]
+        _state["misses"] += 1
+    value = make()
+    _put(key, value, size)
+    return value
+
+
+def _put(key: Hashable, value: Any, size: int) -> None:
+    with _LOCK:
+        if not _state["max_bytes"] or size > _state["max_bytes"]:
+            return
+        previous = _entries.pop(key, None)
+        if previous is not None:
+            _state["bytes"] -= previous[1]
+        _entries[key] = (value, size)
+        _state["bytes"] += size
+        _evict()
+
+
+def _evict() -> None:
+    while _entries and _state["bytes"] > _state["max_bytes"]:
+        _, (_, size) = _entries.popitem(last=False)
+        _state["bytes"] -= size

@@ -1,0 +1,92 @@
+"""Tables of immutable bundle files kept in memory (store.table_cache)."""
+
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from store import table_cache
+
+
+@pytest.fixture
+def cache():
+    table_cache.disable()
+    table_cache.enable(1 << 20)
+    yield table_cache
+    table_cache.disable()
+
+
+def _write(path, rows: int, tag: str = "a") -> str:
+    table = pa.table({"id": [f"{tag}{i}" for i in range(rows)], "n": list(range(rows))})
+    pq.write_table(table, path)
+    return str(path)
+
+
+def _reader(path, columns, calls):
+    def load():
+        calls.append(columns)
+        return pq.read_table(path, columns=columns)
+
+    return load
+
+
+def test_off_by_default_every_read_goes_to_disk(tmp_path):
+    table_cache.disable()
+    path, calls = _write(tmp_path / "t.parquet", 3), []
+    for _ in range(2):
+        table_cache.read(path, None, _reader(path, None, calls))
+    assert len(calls) == 2 and table_cache.stats()["entries"] == 0
+
+
+def test_a_second_read_of_the_same_file_comes_from_memory(cache, tmp_path):
+    path, calls = _write(tmp_path / "t.parquet", 3), []
+    first = cache.read(path, None, _reader(path, None, calls))
+    again = cache.read(path, None, _reader(path, None, calls))
+    some = cache.read(path, ["n"], _reader(path, ["n"], calls))
+    assert again is first and calls == [None]
+    assert some.column_names == ["n"] and some["n"].to_pylist() == [0, 1, 2]
+    assert cache.stats()["hits"] == 2 and cache.stats()["misses"] == 1
+
+
+def test_a_rewritten_file_is_read_again(cache, tmp_path):
+    path, calls = _write(tmp_path / "t.parquet", 3), []
+    cache.read(path, None, _reader(path, None, calls))
+    _write(tmp_path / "t.parquet", 4, tag="b")
+    stat = os.stat(path)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1))  # even within one tick
+    table = cache.read(path, None, _reader(path, None, calls))
+    assert len(calls) == 2 and table["id"].to_pylist()[0] == "b0"
+
+
+def test_the_least_recently_used_goes_first_past_the_bound(cache, tmp_path):
+    paths = [_write(tmp_path / f"t{i}.parquet", 2000, tag=str(i)) for i in range(3)]
+    size = pq.read_table(paths[0]).nbytes
+    cache.enable(int(size * 2.5))
+    calls: list = []
+    for path in paths[:2]:
+        cache.read(path, None, _reader(path, None, calls))
+    cache.read(paths[0], None, _reader(paths[0], None, calls))  # t0 used last
+    cache.read(paths[2], None, _reader(paths[2], None, calls))  # evicts t1
+    assert cache.stats()["bytes"] <= size * 2.5 and len(calls) == 3
+    cache.read(paths[0], None, _reader(paths[0], None, calls))
+    assert len(calls) == 3
+    cache.read(paths[1], None, _reader(paths[1], None, calls))
+    assert len(calls) == 4
+
+
+def test_remembered_values_and_remote_paths(cache, tmp_path):
+    path = _write(tmp_path / "t.parquet", 3)
+    made: list[int] = []
+
+    def make():
+        made.append(1)
+        return ["state"]
+
+    assert cache.remember(path, "states", make, size=10) == ["state"]
+    assert cache.remember(path, "states", make, size=10) == ["state"] and len(made) == 1
+    assert cache.remember(path, "other", make, size=10) and len(made) == 2
+    assert cache.remember("gs://bucket/t.parquet", "states", make, size=10) and len(made) == 3
+    assert cache.remember("gs://bucket/t.parquet", "states", make, size=10) and len(made) == 4
+    with pytest.raises(ValueError, match="positive"):
+        cache.enable(0)
