@@ -9,10 +9,14 @@ Starts ``python -m pipelines.stream`` (the default local engine) on a temporary
 directory that holds the first ``--docs`` records of ``--corpus`` as one JSONL file
 (or one small seed document without ``--corpus``), waits for the first activation,
 then drops ``--arrivals`` new documents one at a time, each a record of
-``--arrivals-from`` written as its own ``.txt`` file. Each lands a random (seeded)
-time into the stream's window cycle after the previous one became answerable: landing
+``--arrivals-from`` written as its own ``.txt`` file. Each lands at a random (seeded)
+point of the stream's window cycle (the loop engine starts windows at multiples of the
+window length), the first such point after the previous one became answerable: landing
 right after it would put every arrival at the same phase of the cycle (just after a
-window's refresh), which measures that phase, not the stream. For each it measures the
+window's refresh), which measures that phase, not the stream; and a random delay after
+it would give two runs different phases, so that their medians differ by the luck of
+the draw. With one seed, runs on two corpus sizes land every arrival at the same phase,
+and their ratio measures the stream. For each it measures the
 seconds until the active generation's ``retrieve`` returns that document in the top
 five for its title. Prints each latency, their p50 and p95, the live segments after
 each arrival, and the stream process's resident memory (current and peak) as it goes.
@@ -43,24 +47,36 @@ SEED = "Barn owls hunt at night and locate mice by sound alone."
 
 
 class Reader:
-    """What a serving process does: reopen the bundle when ``ACTIVE`` moves, not per query
-    (opening a SciFact generation takes about a second, which polling would otherwise
-    spend on the stream's cores)."""
+    """What ``evidex serve`` does: a :class:`query.bundle.BundleReader` that reopens the
+    bundle when ``ACTIVE`` moves, not per query (reusing the query encoder and spaCy of
+    the generation before, as the server does), opened once something is active."""
 
     def __init__(self, root: str, model: object) -> None:
         self._root, self._model = root, model
-        self._active: str | None = None
-        self._bundle: Any = None
+        self._reader: Any = None
 
     def answerable(self, query: str, doc_id: str) -> bool:
-        from query import load_bundle, retrieve
+        from query import retrieve
+        from query.bundle import BundleReader
 
-        active = read_active(self._root)
-        if active is None:
+        if read_active(self._root) is None:
             return False
-        if active != self._active:
-            self._bundle, self._active = load_bundle(self._root, model=self._model), active
-        return doc_id in {e.doc_id for e in retrieve(self._bundle, query, k=5)}
+        if self._reader is None:
+            self._reader = BundleReader(self._root, model=self._model)
+        else:
+            self._reader.reload()
+        return doc_id in {e.doc_id for e in retrieve(self._reader.current, query, k=5)}
+
+
+def until_phase(now: float, phase: float, cycle: float) -> float:
+    """Seconds from ``now`` (epoch seconds) to the next moment ``phase`` seconds into a
+    window cycle of ``cycle`` seconds (cycles start at multiples of ``cycle``).
+
+    Example:
+        >>> until_phase(1003.0, 5.0, 10.0), until_phase(1006.0, 5.0, 10.0)
+        (2.0, 9.0)
+    """
+    return (phase - now) % cycle
 
 
 def caught_up(root: str, watch: Path) -> bool:
@@ -246,7 +262,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             reader = Reader(root, model)
             phase = random.Random(args.seed)
             for name, text, query in incoming:
-                time.sleep(phase.uniform(0.0, cycle))
+                time.sleep(until_phase(time.time(), phase.uniform(0.0, cycle), cycle))
                 landed = time.monotonic()
                 (watch / name).write_text(text, encoding="utf-8")
                 while not reader.answerable(query, name):
