@@ -12,6 +12,8 @@ own scorer (the questions the router does not send to the walk keep its answer):
 - ``rrf w=W bm25=L``: reciprocal rank fusion (k = 60), the walk weighted W and BM25 L
   (the product: W = 2.0, L = 1.0);
 - ``walk``: the walk's ranking alone;
+- ``reserve at P``: the product's fused ranking with the walk's best non-seed chunk
+  moved up to place P (when it ranks lower), for each P in turn;
 - ``interleave``: the product's fused ranking and the walk's ranking of the chunks that
   are not among its own dense seeds, taken in turn (HippoRAG's point: the walk finds the
   passage the question does not resemble, which no sum of ranks lifts past the ones it
@@ -55,6 +57,22 @@ def interleave(first: list[int], second: list[int]) -> list[int]:
         if row not in seen:
             seen.add(row)
             out.append(row)
+    return out
+
+
+def reserve(first: list[int], second: list[int], positions: Sequence[int]) -> list[int]:
+    """``first``, with the best rows of ``second`` that ``first`` ranks below each of
+    ``positions`` (1-based) moved up to it, in turn: the walk's bridge passage given a
+    slot, as the dense arm's best row has one (D1)."""
+    out = list(first)
+    for position in sorted(positions):
+        above = set(out[: position - 1])
+        row = next((r for r in second if r not in above), None)
+        if row is None:
+            break
+        if row in out:
+            out.remove(row)
+        out.insert(position - 1, row)
     return out
 
 
@@ -115,6 +133,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "walk": found["walk"],
             "interleave": interleave(found["router"], found["reached"]),
         }
+        for positions in ((2,), (3,), (5,), (3, 5), (2, 4)):
+            name = "reserve at " + ",".join(map(str, positions))
+            ranked[name] = reserve(found["router"], found["reached"], positions)
         for w in (float(x) for x in args.weights.split(",")):
             for lw in (float(x) for x in args.lexical.split(",")):
                 name = f"rrf w={w:g}" + (f" bm25={lw:g}" if lw != 1.0 else "")
