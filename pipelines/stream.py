@@ -24,6 +24,7 @@ refresh per window, sleeping until the window ends.
 
 import argparse
 import logging
+import os
 import re
 import sys
 import time
@@ -38,13 +39,23 @@ from apache_beam.transforms import window
 from evidex.compactor import BackgroundCompaction
 from evidex.refresh import refresh
 from pipelines.compact import DEFAULT_MAX_DELETED_SHARE, DEFAULT_MAX_SEGMENTS, MergePolicy
-from store import table_cache
-from store.bundles import resolve_root
+from store import storage, table_cache
+from store.bundles import (
+    CHUNKS,
+    DOCUMENTS,
+    BundleError,
+    local_bundle,
+    read_manifest,
+    resolve_root,
+)
 from store.memory import choose_memory_pool
 from store.models import keep_models_loaded
+from store.segments import open_segments
 
 logger = logging.getLogger(__name__)
 
+ROWS = (DOCUMENTS, CHUNKS)
+"""The segment tables whose rows every window reads (``store.segments.live_revisions``)."""
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)?$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 
@@ -130,6 +141,7 @@ class _RefreshFn(beam.DoFn):
         # input itself, so deletions and edits late in the window are included.
         del element
         result = refresh(self._input, self._root, self._build_args, compactor=self._compactor)
+        retain_active_tables(resolve_root(self._root))
         line = f"window {win.start.to_utc_datetime():%H:%M:%S}: {result.line()}"
         report(line)
         yield line
@@ -172,6 +184,28 @@ def build_pipeline(
     )
 
 
+def retain_active_tables(root: str) -> None:
+    """Keep in memory only the tables the next window reads again: the active
+    generation's own files and its segments' document and chunk rows."""
+    from store.activation import read_active
+
+    active = None if storage.is_remote(root) else read_active(root)
+    try:
+        if active is None:
+            raise ValueError("no local active generation")
+        path = local_bundle(root, active)
+        segments = open_segments(
+            path, read_manifest(path), verify=False, locate=lambda b: local_bundle(root, b)
+        )
+    except (BundleError, OSError, ValueError) as exc:  # keeping nothing is always safe
+        logger.debug("table cache emptied: %s", exc)
+        table_cache.retain(lambda file: False)
+        return
+    own = os.path.realpath(path)
+    rows = {os.path.realpath(os.path.join(s.path, name)) for s in segments for name in ROWS}
+    table_cache.retain(lambda file: os.path.dirname(file) == own or file in rows)
+
+
 def report(line: str) -> None:
     logger.info(line)
     print(line, flush=True)
@@ -203,6 +237,7 @@ def run_loop(
             now = clock.time()
             end = (now // window_seconds + 1) * window_seconds
             result = refresh(input_pattern, root, build_args, compactor=compactor)
+            retain_active_tables(resolve_root(root))
             start = time.strftime("%H:%M:%S", time.gmtime(end - window_seconds))
             report(f"window {start}: {result.line()}")
             windows += 1

@@ -29,8 +29,10 @@ DEFAULT_MAX_BYTES = 512 << 20
 """Enough for the knowledge tables of two SciFact-size generations (~210 MiB each in
 memory): a window's parent, and its own, which the next window reads as its parent."""
 
+_Key = tuple[tuple[str, int, int, int], Hashable]
+"""(file identity: real path, inode, size, modification time; what was read of it)"""
 _LOCK = threading.Lock()
-_entries: "OrderedDict[Hashable, tuple[Any, int]]" = OrderedDict()
+_entries: "OrderedDict[_Key, tuple[Any, int]]" = OrderedDict()
 _state = {"max_bytes": 0, "bytes": 0, "hits": 0, "misses": 0}
 
 
@@ -49,6 +51,15 @@ def disable() -> None:
     with _LOCK:
         _state.update(max_bytes=0, hits=0, misses=0)
         _evict()
+
+
+def retain(keep: Callable[[str], bool]) -> None:
+    """Drop what was read from files whose real path ``keep`` refuses (a stream keeps
+    the active generation's tables and its segments' rows, which the next window reads,
+    and lets older generations' go)."""
+    with _LOCK:
+        for key in [k for k in _entries if not keep(k[0][0])]:
+            _state["bytes"] -= _entries.pop(key)[1]
 
 
 def stats() -> dict[str, int]:
@@ -108,7 +119,7 @@ def remember(path: str, tag: str, make: Callable[[], Any], size: int) -> Any:
     return value
 
 
-def _put(key: Hashable, value: Any, size: int) -> None:
+def _put(key: _Key, value: Any, size: int) -> None:
     with _LOCK:
         if not _state["max_bytes"] or size > _state["max_bytes"]:
             return
