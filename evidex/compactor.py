@@ -27,10 +27,17 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
-# The child asks the kernel to kill it when the stream dies (PR_SET_PDEATHSIG = 1), then
-# runs the evidex command line as ``python -m evidex.cli`` would.
+NICENESS = 10
+"""How much lower the child's CPU priority is than the stream's: a window, which readers
+wait on, gets the cores first, and the merge takes what is left (as search engines
+throttle their background merges)."""
+
+# The child lowers its priority, asks the kernel to kill it when the stream dies
+# (PR_SET_PDEATHSIG = 1), then runs the evidex command line as ``python -m evidex.cli``
+# would.
 _CHILD = (
     "import ctypes, os, runpy, signal, sys\n"
+    f"os.nice({NICENESS})\n"
     "try:\n"
     "    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)\n"
     "except (AttributeError, OSError):\n"
