@@ -63,12 +63,18 @@ class Grouped(Mapping[Any, list[int]]):
     """
 
     def __init__(
-        self, offsets: np.ndarray, values: np.ndarray, labels: Sequence[Hashable] | None = None
+        self,
+        offsets: np.ndarray,
+        values: np.ndarray,
+        labels: Sequence[Hashable] | None = None,
+        position: Mapping[Any, int] | None = None,
     ) -> None:
         self._offsets = offsets
         self._values = values
         self._groups = len(offsets) - 1
-        self._position = None if labels is None else {k: g for g, k in enumerate(labels)}
+        if labels is not None and position is None:
+            position = {k: g for g, k in enumerate(labels)}
+        self._position = position
 
     @classmethod
     def of(
@@ -91,17 +97,22 @@ class Grouped(Mapping[Any, list[int]]):
         offsets = np.searchsorted(codes, np.arange(groups + 1), side="left")
         return cls(offsets, values)
 
-    def labelled(self, labels: Sequence[Hashable]) -> "Grouped":
-        """The same groups, keyed by ``labels`` (one per group, in group order)."""
+    def labelled(
+        self, labels: Sequence[Hashable], position: Mapping[Any, int] | None = None
+    ) -> "Grouped":
+        """The same groups, keyed by ``labels`` (one per group, in group order).
+
+        ``position`` (label -> group), when the caller holds it already, saves building
+        it; it may name more labels than there are groups (those keys are absent).
+        """
         if len(labels) != self._groups:
             raise ValueError(f"{len(labels)} labels for {self._groups} groups")
-        return Grouped(self._offsets, self._values, labels)
+        return Grouped(self._offsets, self._values, labels, position)
 
     def _group(self, key: Hashable) -> int:
-        if self._position is not None:
-            return self._position[key]
-        if isinstance(key, (int, np.integer)) and 0 <= key < self._groups:
-            return int(key)
+        group = key if self._position is None else self._position.get(key)
+        if isinstance(group, (int, np.integer)) and 0 <= group < self._groups:
+            return int(group)
         raise KeyError(key)
 
     def __getitem__(self, key: Hashable) -> list[int]:
@@ -115,7 +126,8 @@ class Grouped(Mapping[Any, list[int]]):
         sizes = np.diff(self._offsets)
         if self._position is None:
             return iter(np.flatnonzero(sizes).tolist())
-        return iter(k for k, g in self._position.items() if sizes[g])
+        named = list(self._position.items())  # one step: the map may grow meanwhile
+        return iter(k for k, g in named if g < self._groups and sizes[g])
 
     def __len__(self) -> int:
         return int(np.count_nonzero(np.diff(self._offsets)))

@@ -9,10 +9,10 @@ from an unresolved anchor.
 """
 
 import os
+import threading
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -156,28 +156,66 @@ def _surface(path: str, table: str, index_file: str, id_col: str, text_col: str)
     )
 
 
-@lru_cache(maxsize=1 << 19)
-def _alias_norm(alias: str) -> str:
-    """``normalize_surface`` of an entity alias, remembered across opens: a server that
-    reopens each new generation of a SciFact-size bundle (~130k aliases, nearly all the
-    same as the last generation's) would otherwise spend a second on it every time."""
-    return normalize_surface(alias)
+class AliasNorms:
+    """``normalize_surface`` of alias strings, remembered across opens as Arrow arrays.
+
+    A server or stream reader reopens each new generation of a SciFact-size bundle (~130k
+    aliases, nearly all the same as the last generation's): the strings it has seen are
+    matched in one vectorized pass, and only new ones are normalized in Python. Each
+    distinct normalized form has a code (its place in :attr:`norms`), kept for the life of
+    the process, up to :attr:`limit` strings (then it starts afresh).
+    """
+
+    limit = 1 << 20
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._reset()
+
+    def _reset(self) -> None:
+        self._strings = pa.array([], type=pa.string())
+        self._codes = np.empty(0, dtype=np.int64)
+        self.norms: list[str] = []
+        self.code_of: dict[str, int] = {}
+
+    def codes(self, strings: Any) -> tuple[np.ndarray, list[str], dict[str, int]]:
+        """The code of each string's normalized form, and the norms and the norm -> code
+        map as they stand (both only ever grow, so earlier codes stay valid)."""
+        with self._lock:
+            if len(self._strings) + len(strings) > self.limit:
+                self._reset()
+            found = pc.fill_null(pc.index_in(strings, value_set=self._strings), -1)
+            where = numbers(found.cast(pa.int64()))
+            out = np.empty(len(strings), dtype=np.int64)
+            known = where >= 0
+            out[known] = self._codes[where[known]]
+            missing = np.flatnonzero(~known)
+            if len(missing):
+                fresh = strings.take(pa.array(missing)).to_pylist()
+                codes = [
+                    self.code_of.setdefault(norm, len(self.code_of))
+                    for norm in map(normalize_surface, fresh)
+                ]
+                self.norms.extend(list(self.code_of)[len(self.norms) :])
+                out[missing] = codes
+                self._strings = pa.concat_arrays([self._strings, pa.array(fresh, pa.string())])
+                self._codes = np.concatenate([self._codes, np.asarray(codes, dtype=np.int64)])
+            return out, self.norms, self.code_of
 
 
-def alias_index(aliases: Any) -> Grouped:
+_ALIAS_NORMS = AliasNorms()
+
+
+def alias_index(aliases: Any, norms: AliasNorms = _ALIAS_NORMS) -> Grouped:
     """normalized alias -> the entity rows that have it, ascending, from the entity
-    table's ``aliases`` list column (each distinct alias string is normalized once)."""
+    table's ``aliases`` list column (each distinct alias string normalized once per
+    process: :class:`AliasNorms`)."""
     column = aliases.combine_chunks() if hasattr(aliases, "combine_chunks") else aliases
     owners = numbers(pc.list_parent_indices(column))
     encoded = pc.list_flatten(column).dictionary_encode()
-    code_of: dict[str, int] = {}
-    codes = np.fromiter(
-        (code_of.setdefault(_alias_norm(a), len(code_of)) for a in encoded.dictionary.to_pylist()),
-        dtype=np.int64,
-        count=len(encoded.dictionary),
-    )
-    grouped = Grouped.of(codes[numbers(encoded.indices)], owners, len(code_of), distinct=True)
-    return grouped.labelled(list(code_of))
+    codes, labels, position = norms.codes(encoded.dictionary)
+    grouped = Grouped.of(codes[numbers(encoded.indices)], owners, len(labels), distinct=True)
+    return grouped.labelled(labels, position)
 
 
 def adjacency_index(subjects: np.ndarray, objects: np.ndarray, entities: int) -> Grouped:

@@ -38,3 +38,28 @@ def test_grouping_keeps_each_group_in_order_and_drops_repeats_when_asked():
         plain[-1]
     with pytest.raises(ValueError, match="2 labels for 4 groups"):
         plain.labelled(["a", "b"])
+
+
+def test_a_shared_position_map_may_name_more_labels_than_groups():
+    position = {"a": 0, "b": 1, "c": 2}
+    grouped = Grouped.of(np.array([0, 1]), np.array([7, 8]), 2).labelled(["a", "b"], position)
+    assert dict(grouped) == {"a": [7], "b": [8]} and "c" not in grouped
+
+
+def test_alias_norms_normalize_each_new_string_once_and_keep_codes_across_opens():
+    from algorithms.normalize import normalize_surface
+    from query.knowledge import AliasNorms, alias_index
+
+    norms = AliasNorms()
+    first = pa.array(["The Danube", "danube", "Black Sea"])
+    codes, labels, position = norms.codes(first)
+    assert [labels[c] for c in codes] == [normalize_surface(s) for s in first.to_pylist()]
+    assert codes[0] == codes[1] != codes[2]
+    again, labels, _ = norms.codes(pa.array(["Black Sea", "Pelicans", "The Danube"]))
+    assert again[0] == codes[2] and again[2] == codes[0] and len(labels) == 3
+    assert labels[again[1]] == normalize_surface("Pelicans") and position[labels[2]] == 2
+    index = alias_index(pa.array([["The Danube", "danube"], ["Black Sea"], ["Danube"]]), norms)
+    assert index[normalize_surface("Danube")] == [0, 2] and index.get("pelican") is None
+    norms.limit = 4  # past the limit it starts afresh, and what it returns stays right
+    codes, labels, _ = norms.codes(pa.array(["Rhine", "Danube"]))
+    assert [labels[c] for c in codes] == [normalize_surface("Rhine"), normalize_surface("Danube")]
