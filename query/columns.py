@@ -25,6 +25,11 @@ class ArrowSequence(Sequence[Any]):
         self._array = array.combine_chunks() if hasattr(array, "combine_chunks") else array
         self._items: list[Any] | None = None
 
+    @property
+    def arrow(self) -> Any:
+        """The Arrow array behind the sequence."""
+        return self._array
+
     def __len__(self) -> int:
         return len(self._array)
 

@@ -29,11 +29,15 @@ from itertools import pairwise
 from typing import Any, NamedTuple
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from scipy import sparse
 
 from algorithms.normalize import normalize_surface
+from query.columns import ArrowSequence
 from query.fusion import SCORE_DECIMALS, ArmHit
 from query.knowledge import KnowledgeLayer
+from store.bundles import numbers
 
 DAMPING = 0.85
 ITERATIONS = 20
@@ -226,29 +230,37 @@ def _build(
     if visible_rows is not None:
         visible[:] = False
         visible[visible_rows] = True
-    entity_col: list[int] = []
-    chunk_col: list[int] = []
-    for e, chunks in enumerate(layer.entity_chunks):
-        for c in chunks:
-            row = row_of_chunk.get(c)
-            if row is not None and visible[row]:
-                entity_col.append(e)
-                chunk_col.append(row)
-    counts = np.bincount(np.asarray(entity_col, dtype=np.int64), minlength=n_entities)
-    predicate_of: dict[tuple[int, int], str] = {}
-    subjects: list[int] = []
-    objects: list[int] = []
-    for r, (s, o) in enumerate(zip(layer.subjects, layer.objects, strict=True)):
-        if o < 0 or o == s or counts[s] == 0 or counts[o] == 0:
-            continue
-        rows = [row_of_chunk.get(c) for c in layer.relations.chunk_ids[r]]
-        if not rows or any(row is None or not visible[row] for row in rows):
-            continue
-        pair = (min(s, o), max(s, o))
-        if pair not in predicate_of:
-            predicate_of[pair] = layer.predicates[r]
-            subjects.append(s)
-            objects.append(o)
+    # Entity -> chunk edges: every (entity, chunk) its chunk list names, chunk visible.
+    owners, rows = _chunk_rows(layer.entity_chunks, row_of_chunk)
+    shown = rows >= 0
+    shown[shown] = visible[rows[shown]]
+    entity_col, chunk_col = owners[shown], rows[shown]
+    counts = np.bincount(entity_col, minlength=n_entities)
+    # Entity -> entity edges: a relation between two entities with chunks, all of its
+    # evidence visible; the first relation of a pair (by row) names it.
+    subject = np.asarray(layer.subjects, dtype=np.int64)
+    target = np.asarray(layer.objects, dtype=np.int64)
+    owners, rows = _chunk_rows(layer.relations.chunk_ids, row_of_chunk)
+    hidden = rows < 0
+    hidden[~hidden] = ~visible[rows[~hidden]]
+    evidence = np.bincount(owners, minlength=len(subject))
+    unseen = np.bincount(owners[hidden], minlength=len(subject))
+    linked = target >= 0
+    usable = linked & (target != subject) & (evidence > 0) & (unseen == 0)
+    usable &= (counts[subject] > 0) & (counts[np.where(linked, target, 0)] > 0)
+    candidates = np.flatnonzero(usable)
+    low = np.minimum(subject[candidates], target[candidates])
+    high = np.maximum(subject[candidates], target[candidates])
+    _, first = np.unique(low * max(n_entities, 1) + high, return_index=True)
+    chosen = candidates[np.sort(first)]
+    predicates = _as_list(layer.predicates)
+    predicate_of: dict[tuple[int, int], str] = {
+        (min(s, o), max(s, o)): predicates[r]
+        for r, s, o in zip(
+            chosen.tolist(), subject[chosen].tolist(), target[chosen].tolist(), strict=True
+        )
+    }
+    subjects, objects = subject[chosen].tolist(), target[chosen].tolist()
     n = n_entities + len(chunk_ids)
     chunk_nodes = np.asarray(chunk_col, dtype=np.int64) + n_entities
     entity_nodes = np.asarray(entity_col, dtype=np.int64)
@@ -284,6 +296,29 @@ def _build(
     )
 
 
+def _as_list(values: Sequence[Any]) -> list[Any]:
+    """A sequence as a list (an Arrow-backed one converted whole, once)."""
+    return values.tolist() if isinstance(values, ArrowSequence) else list(values)
+
+
+def _chunk_rows(
+    lists: Sequence[Sequence[str]], row_of_chunk: dict[str, int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """For every chunk id in ``lists`` (one list per row): the row it is in, and its
+    chunk row (-1: not a chunk of this bundle); each distinct id looked up once."""
+    column = (
+        lists.arrow
+        if isinstance(lists, ArrowSequence)
+        else pa.array([list(items) for items in lists], type=pa.list_(pa.string()))
+    )
+    owners = numbers(pc.list_parent_indices(column)).astype(np.int64)
+    encoded = pc.list_flatten(column).dictionary_encode()
+    known = np.asarray(
+        [row_of_chunk.get(c, -1) for c in encoded.dictionary.to_pylist()], dtype=np.int64
+    )
+    return owners, known[numbers(encoded.indices)]
+
+
 def chunk_titles(bundle: Any) -> list[str]:
     """Each chunk row's document title."""
     return [str(bundle.documents[d].get("title") or "") for d in bundle.chunk_doc_ids]
@@ -301,9 +336,12 @@ def _about_edges(
     if titles is None:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     rows_of: dict[str, list[int]] = {}
+    norm_of: dict[str, str] = {}  # a document's chunks share its title
     for row, title in enumerate(titles()):
         if title and visible[row]:
-            norm = normalize_surface(_DISAMBIGUATION.sub("", title))
+            norm = norm_of.get(title)
+            if norm is None:
+                norm = norm_of[title] = normalize_surface(_DISAMBIGUATION.sub("", title))
             rows_of.setdefault(norm, []).append(row)
     entities: list[int] = []
     chunks: list[int] = []

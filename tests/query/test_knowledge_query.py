@@ -226,3 +226,41 @@ def test_the_layer_holds_what_the_tables_say_row_by_row(bundle):
     assert layer.supports == [r["support"] for r in relations]
     assert layer.relations.chunk_ids[0] == relations[0]["chunk_ids"]
     assert layer.relations.row_of_key == {r["ann_key"]: i for i, r in enumerate(relations)}
+
+
+@pytest.mark.parametrize("half", [False, True])
+def test_the_walk_graph_holds_the_edges_the_tables_name(bundle, half):
+    """query.graph builds its edges with vectorized passes; here they are listed one
+    entity and one relation at a time, as the tables say, and must be the same."""
+    import numpy as np
+
+    from query.graph import walk_graph
+
+    layer, rows = bundle.knowledge, bundle.row_of_chunk
+    visible = np.arange(0, len(bundle.chunk_ids), 2) if half else None
+    shown = set(range(len(bundle.chunk_ids))) if visible is None else set(visible.tolist())
+    layer.walk_graphs.clear()
+    graph = walk_graph(layer, bundle.chunk_ids, rows, visible)
+    pairs = [
+        (e, rows[c])
+        for e, chunks in enumerate(list(layer.entity_chunks))
+        for c in chunks
+        if c in rows and rows[c] in shown
+    ]
+    counts = np.bincount([e for e, _ in pairs], minlength=len(layer.entity_ids))
+    assert np.array_equal(graph.chunk_counts, counts) and pairs
+    named: dict[tuple[int, int], str] = {}
+    for r, (s, o) in enumerate(zip(layer.subjects, layer.objects, strict=True)):
+        chunks = [rows.get(c) for c in layer.relations.chunk_ids[r]]
+        if o < 0 or o == s or not counts[s] or not counts[o] or not chunks:
+            continue
+        if all(row is not None and row in shown for row in chunks):
+            named.setdefault((min(s, o), max(s, o)), layer.predicates[r])
+    assert graph.predicate_of == named and list(graph.predicate_of) == list(named)
+    assert named or half  # the whole bundle has entity-to-entity edges
+    n = len(layer.entity_ids)
+    for e, row in pairs:
+        assert graph.adjacency[e, n + row] == graph.adjacency[n + row, e] == 1.0
+    for s, o in named:
+        assert graph.adjacency[s, o] == graph.adjacency[o, s] == 1.0
+    assert graph.adjacency.nnz == 2 * len(set(pairs)) + 2 * len(named)
