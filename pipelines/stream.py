@@ -28,7 +28,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import apache_beam as beam
@@ -190,20 +190,20 @@ def retain_active_tables(root: str) -> None:
     from store.activation import read_active
 
     active = None if storage.is_remote(root) else read_active(root)
-    try:
-        if active is None:
-            raise ValueError("no local active generation")
-        path = local_bundle(root, active)
-        segments = open_segments(
-            path, read_manifest(path), verify=False, locate=lambda b: local_bundle(root, b)
-        )
-    except (BundleError, OSError, ValueError) as exc:  # keeping nothing is always safe
-        logger.debug("table cache emptied: %s", exc)
-        table_cache.retain(lambda file: False)
-        return
-    own = os.path.realpath(path)
-    rows = {os.path.realpath(os.path.join(s.path, name)) for s in segments for name in ROWS}
-    table_cache.retain(lambda file: os.path.dirname(file) == own or file in rows)
+    keep: Callable[[str], bool] = lambda file: False  # noqa: E731  # keeping nothing is safe
+    if active is not None:
+        try:
+            path = local_bundle(root, active)
+            segments = open_segments(
+                path, read_manifest(path), verify=False, locate=lambda b: local_bundle(root, b)
+            )
+        except (BundleError, OSError, ValueError) as exc:
+            logger.debug("table cache emptied: %s", exc)
+        else:
+            own = os.path.realpath(path)
+            rows = {os.path.realpath(os.path.join(s.path, n)) for s in segments for n in ROWS}
+            keep = lambda file: os.path.dirname(file) == own or file in rows  # noqa: E731
+    table_cache.retain(keep)
 
 
 def report(line: str) -> None:

@@ -11,6 +11,10 @@ from collections.abc import Hashable, Iterator, Mapping, Sequence
 from typing import Any, overload
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from store.bundles import numbers
 
 
 class ArrowSequence(Sequence[Any]):
@@ -57,6 +61,22 @@ class ArrowSequence(Sequence[Any]):
         if self._items is None:
             self._items = self._array.to_pylist()
         return self._items
+
+
+def list_items(values: Any) -> tuple[np.ndarray, Any, np.ndarray]:
+    """The items of a column of string lists (an :class:`ArrowSequence`, an Arrow list
+    array or column, or Python lists): each item's row, the distinct items (an Arrow
+    array), and each item's place among them, so that a caller maps every distinct item
+    once."""
+    if isinstance(values, ArrowSequence):
+        values = values.arrow
+    elif isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    elif not isinstance(values, pa.Array):
+        values = pa.array([list(items) for items in values], type=pa.list_(pa.string()))
+    rows = numbers(pc.list_parent_indices(values)).astype(np.int64)
+    encoded = pc.list_flatten(values).dictionary_encode()
+    return rows, encoded.dictionary, numbers(encoded.indices)
 
 
 class Grouped(Mapping[Any, list[int]]):

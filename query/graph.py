@@ -29,15 +29,12 @@ from itertools import pairwise
 from typing import Any, NamedTuple
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 from scipy import sparse
 
 from algorithms.normalize import normalize_surface
-from query.columns import ArrowSequence
+from query.columns import ArrowSequence, list_items
 from query.fusion import SCORE_DECIMALS, ArmHit
 from query.knowledge import KnowledgeLayer
-from store.bundles import numbers
 
 DAMPING = 0.85
 ITERATIONS = 20
@@ -252,12 +249,13 @@ def _build(
     low = np.minimum(subject[candidates], target[candidates])
     high = np.maximum(subject[candidates], target[candidates])
     _, first = np.unique(low * max(n_entities, 1) + high, return_index=True)
-    chosen = candidates[np.sort(first)]
+    picked = np.sort(first)
+    chosen = candidates[picked]
     predicates = _as_list(layer.predicates)
     predicate_of: dict[tuple[int, int], str] = {
-        (min(s, o), max(s, o)): predicates[r]
-        for r, s, o in zip(
-            chosen.tolist(), subject[chosen].tolist(), target[chosen].tolist(), strict=True
+        (lo, hi): predicates[r]
+        for r, lo, hi in zip(
+            chosen.tolist(), low[picked].tolist(), high[picked].tolist(), strict=True
         )
     }
     subjects, objects = subject[chosen].tolist(), target[chosen].tolist()
@@ -306,17 +304,9 @@ def _chunk_rows(
 ) -> tuple[np.ndarray, np.ndarray]:
     """For every chunk id in ``lists`` (one list per row): the row it is in, and its
     chunk row (-1: not a chunk of this bundle); each distinct id looked up once."""
-    column = (
-        lists.arrow
-        if isinstance(lists, ArrowSequence)
-        else pa.array([list(items) for items in lists], type=pa.list_(pa.string()))
-    )
-    owners = numbers(pc.list_parent_indices(column)).astype(np.int64)
-    encoded = pc.list_flatten(column).dictionary_encode()
-    known = np.asarray(
-        [row_of_chunk.get(c, -1) for c in encoded.dictionary.to_pylist()], dtype=np.int64
-    )
-    return owners, known[numbers(encoded.indices)]
+    owners, distinct, places = list_items(lists)
+    known = np.asarray([row_of_chunk.get(c, -1) for c in distinct.to_pylist()], dtype=np.int64)
+    return owners, known[places]
 
 
 def chunk_titles(bundle: Any) -> list[str]:

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from algorithms.normalize import normalize_surface
-from query.columns import ArrowSequence, Grouped
+from query.columns import ArrowSequence, Grouped, list_items
 from store.bundles import (
     COMMUNITIES,
     COMMUNITY_INDEX,
@@ -210,11 +210,9 @@ def alias_index(aliases: Any, norms: AliasNorms = _ALIAS_NORMS) -> Grouped:
     """normalized alias -> the entity rows that have it, ascending, from the entity
     table's ``aliases`` list column (each distinct alias string normalized once per
     process: :class:`AliasNorms`)."""
-    column = aliases.combine_chunks() if hasattr(aliases, "combine_chunks") else aliases
-    owners = numbers(pc.list_parent_indices(column))
-    encoded = pc.list_flatten(column).dictionary_encode()
-    codes, labels, position = norms.codes(encoded.dictionary)
-    grouped = Grouped.of(codes[numbers(encoded.indices)], owners, len(labels), distinct=True)
+    owners, distinct, places = list_items(aliases)
+    codes, labels, position = norms.codes(distinct)
+    grouped = Grouped.of(codes[places], owners, len(labels), distinct=True)
     return grouped.labelled(labels, position)
 
 
@@ -222,15 +220,10 @@ def adjacency_index(subjects: np.ndarray, objects: np.ndarray, entities: int) ->
     """entity row -> the relation rows it is the subject or the object of, ascending (a
     relation from an entity to itself twice), from the relations' entity rows (-1: no
     object entity)."""
-    rows = np.arange(len(subjects), dtype=np.int64)
-    linked = objects >= 0
-    nodes = np.concatenate([subjects, objects[linked]])
-    relations = np.concatenate([rows, rows[linked]])
-    side = np.concatenate([np.zeros(len(rows)), np.ones(int(linked.sum()))])
-    order = np.lexsort((side, relations, nodes))
-    nodes, relations = nodes[order], relations[order]
-    offsets = np.searchsorted(nodes, np.arange(entities + 1), side="left")
-    return Grouped(offsets, relations)
+    ends = np.column_stack([subjects, objects]).ravel()  # row r's subject, then object
+    relations = np.repeat(np.arange(len(subjects), dtype=np.int64), 2)
+    linked = ends >= 0
+    return Grouped.of(ends[linked], relations[linked], entities)
 
 
 def _entity_rows(ids: Any, entity_ids: Any) -> np.ndarray:

@@ -86,15 +86,10 @@ def read(path: str, columns: list[str] | None, load: Callable[[], pa.Table]) -> 
     if identity is None:
         return load()
     wanted = None if columns is None else tuple(columns)
-    with _LOCK:
-        for key in ((identity, wanted), (identity, None)):
-            found = _entries.get(key)
-            if found is not None:
-                _entries.move_to_end(key)
-                _state["hits"] += 1
-                table = found[0]
-                return table if key[1] == wanted or wanted is None else table.select(wanted)
-        _state["misses"] += 1
+    found = _lookup((identity, wanted), (identity, None))
+    if found is not None:
+        key, table = found
+        return table if key[1] == wanted or wanted is None else table.select(wanted)
     table = load()
     _put((identity, wanted), table, table.nbytes)
     return table
@@ -106,17 +101,25 @@ def remember(path: str, tag: str, make: Callable[[], Any], size: int) -> Any:
     identity = _identity(path) if _state["max_bytes"] else None
     if identity is None:
         return make()
-    key = (identity, tag)
-    with _LOCK:
-        found = _entries.get(key)
-        if found is not None:
-            _entries.move_to_end(key)
-            _state["hits"] += 1
-            return found[0]
-        _state["misses"] += 1
+    found = _lookup((identity, tag))
+    if found is not None:
+        return found[1]
     value = make()
-    _put(key, value, size)
+    _put((identity, tag), value, size)
     return value
+
+
+def _lookup(*keys: _Key) -> tuple[_Key, Any] | None:
+    """The first of ``keys`` held, and its value (counted as a hit), or None (a miss)."""
+    with _LOCK:
+        for key in keys:
+            found = _entries.get(key)
+            if found is not None:
+                _entries.move_to_end(key)
+                _state["hits"] += 1
+                return key, found[0]
+        _state["misses"] += 1
+        return None
 
 
 def _put(key: _Key, value: Any, size: int) -> None:
