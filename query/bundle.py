@@ -458,6 +458,11 @@ class BundleReader:
     def current(self) -> LoadedBundle:
         return self._current
 
+    def stale(self) -> bool:
+        """Whether ``ACTIVE`` names a bundle other than the one being served."""
+        active = read_active(self._root)
+        return active is not None and active != self._current.bundle_id
+
     def reload(self) -> bool:
         """Switch to the active bundle if it changed; returns whether it did."""
         active = read_active(self._root)

@@ -1,4 +1,5 @@
 import shutil
+import threading
 
 import pytest
 from fastapi.testclient import TestClient
@@ -55,6 +56,36 @@ def test_the_server_picks_up_a_new_activation(served):
     assert client.get("/health").json()["bundle_id"] == "b2"
     body = client.post("/retrieve", json={"query": "How is glass made?", "k": 1}).json()
     assert body["bundle_id"] == "b2" and body["evidence"][0]["doc_id"] == "glass.txt"
+
+
+def test_requests_that_arrive_during_a_reload_wait_for_the_new_bundle(served, monkeypatch):
+    root, client = served
+    reader = client.app.state.reader
+    real_reload, loading, go_on = reader.reload, threading.Event(), threading.Event()
+
+    def held_reload() -> bool:  # the real reload, held open until the test lets it finish
+        loading.set()
+        assert go_on.wait(10)
+        return real_reload()
+
+    monkeypatch.setattr(reader, "reload", held_reload)
+    activate(root, "b2")
+    answers: dict[str, str] = {}
+
+    def health(name: str) -> None:
+        answers[name] = client.get("/health").json()["bundle_id"]
+
+    first = threading.Thread(target=health, args=("first",))
+    first.start()
+    assert loading.wait(10)
+    second = threading.Thread(target=health, args=("second",))
+    second.start()
+    second.join(0.3)
+    assert second.is_alive()  # it waits for the reload instead of answering from b1
+    go_on.set()
+    first.join(10)
+    second.join(10)
+    assert answers == {"first": "b2", "second": "b2"}
 
 
 def _samples(text: str) -> dict[str, float]:
