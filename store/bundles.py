@@ -31,7 +31,7 @@ from schemas.manifest import (
     QueryEncoderInfo,
     SegmentRef,
 )
-from store import __version__, storage
+from store import __version__, storage, table_cache
 from store.config import BuildConfig
 from store.npy import header_dtype
 
@@ -375,6 +375,7 @@ def publish(root: str, staging: str, bundle_id: str) -> str:
     if os.path.exists(target):
         raise BundleError(f"bundle {bundle_id} already exists at {target}")
     os.rename(staging, target)
+    table_cache.moved(staging, target)
     fsync_dir(bundles_dir(root))
     return target
 

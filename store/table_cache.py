@@ -4,10 +4,12 @@ before it wrote and validated.
 
 Bundle files are immutable once written (a new generation writes new files), so a table
 read from one is keyed by the file's identity: path, inode, size and modification time.
-A rewritten file misses. The cache is off unless a process turns it on
-(:func:`enable`; ``evidex stream`` does), so one-off builds, validations and servers
-read from disk as before. Object-store paths are never cached. What it holds is bounded
-by bytes, least recently used first out.
+A rewritten file misses. A table this process has just written is kept as that file's
+(:func:`written`), and follows its staging folder when that is published (:func:`moved`),
+so validating a window's knowledge tables does not decode them again. The cache is off
+unless a process turns it on (:func:`enable`; ``evidex stream`` does), so one-off
+builds, validations and servers read from disk as before. Object-store paths are never
+cached. What it holds is bounded by bytes, least recently used first out.
 
 Example:
     >>> enable(512 << 20)
@@ -22,6 +24,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from store import storage
 
@@ -93,6 +96,28 @@ def read(path: str, columns: list[str] | None, load: Callable[[], pa.Table]) -> 
     table = load()
     _put((identity, wanted), table, table.nbytes)
     return table
+
+
+def written(path: str, table: pa.Table) -> None:
+    """Keep ``table``, just written whole to ``path`` by this process, as what reading
+    that file returns: the validation that follows a stream's window, and the window
+    after it, then take the knowledge tables from memory instead of decoding them again.
+    Nothing is kept if the file's schema is not the table's."""
+    identity = _identity(path) if _state["max_bytes"] else None
+    if identity is None or not pq.read_schema(path).equals(table.schema):
+        return
+    _put((identity, None), table, table.nbytes)
+
+
+def moved(source: str, target: str) -> None:
+    """The directory ``source`` was renamed to ``target`` (a staging folder published):
+    what was kept for the files under it is kept under their new paths."""
+    old = os.path.join(os.path.realpath(source), "")
+    new = os.path.join(os.path.realpath(target), "")
+    with _LOCK:
+        for key in [k for k in _entries if k[0][0].startswith(old)]:
+            (path, inode, size, mtime), what = key
+            _entries[((new + path[len(old) :], inode, size, mtime), what)] = _entries.pop(key)
 
 
 def remember(path: str, tag: str, make: Callable[[], Any], size: int) -> Any:

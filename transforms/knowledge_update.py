@@ -96,6 +96,13 @@ def _read(path: str, columns: list[str] | None = None) -> pa.Table:
     return table_cache.read(path, columns, load)  # a stream's last window wrote it
 
 
+def _write_table(table: pa.Table, path: str) -> None:
+    """Write a whole knowledge table; a stream keeps it in memory for the validation
+    and the window that read it next."""
+    write_parquet(table, path)
+    table_cache.written(path, table)
+
+
 def _rows(table: pa.Table, row_type: Any) -> list[Any]:
     return [row_type(**r) for r in table.to_pylist()]
 
@@ -182,7 +189,7 @@ class _UpdateFn(beam.DoFn):
         mentions = pa.concat_tables(
             [live_mentions.cast(MENTION_SCHEMA), records_table(new_mentions, MENTION_SCHEMA)]
         ).sort_by("mention_id")
-        write_parquet(mentions, join(self._staging, bundles.MENTIONS))
+        _write_table(mentions, join(self._staging, bundles.MENTIONS))
 
         # Entities: touched ones recomputed from their live mentions, empty ones removed.
         new_ids = {e.entity_id for e in linked.entities}
@@ -212,7 +219,7 @@ class _UpdateFn(beam.DoFn):
                 records_table([*refreshed, *linked.entities], ENTITY_SCHEMA),
             ]
         ).sort_by("entity_id")
-        write_parquet(entities, join(self._staging, bundles.ENTITIES))
+        _write_table(entities, join(self._staging, bundles.ENTITIES))
         names = dict(
             zip(entities["entity_id"].to_pylist(), entities["name"].to_pylist(), strict=True)
         )
@@ -590,7 +597,7 @@ class _WriteSurfacesFn(beam.DoFn):
 
     def _write(self, filename: str, table: pa.Table) -> Iterator[tuple[str, int]]:
         path = storage.join(self._staging, filename)
-        write_parquet(table, path)
+        _write_table(table, path)
         yield path, table.num_rows
 
 

@@ -90,3 +90,32 @@ def test_remembered_values_and_remote_paths(cache, tmp_path):
     assert cache.remember("gs://bucket/t.parquet", "states", make, size=10) and len(made) == 4
     with pytest.raises(ValueError, match="positive"):
         cache.enable(0)
+
+
+def test_a_table_just_written_is_read_from_memory_also_after_its_folder_moves(cache, tmp_path):
+    staging, published = tmp_path / "staging", tmp_path / "bundles" / "b2"
+    staging.mkdir()
+    table = pa.table({"id": ["x", "y"], "n": [1, 2]})
+    path = str(staging / "t.parquet")
+    pq.write_table(table, path)
+    cache.written(path, table)
+    calls: list = []
+    assert cache.read(path, None, _reader(path, None, calls)) is table and calls == []
+
+    published.parent.mkdir()
+    os.rename(staging, published)
+    cache.moved(str(staging), str(published))
+    moved = str(published / "t.parquet")
+    assert cache.read(moved, ["n"], _reader(moved, ["n"], calls)).equals(table.select(["n"]))
+    assert calls == []  # served from the table written before the move
+    assert cache.stats()["entries"] == 1  # one table, now under its new path
+    assert pq.read_table(moved).equals(table)
+
+
+def test_a_table_whose_schema_is_not_the_files_is_not_kept(cache, tmp_path):
+    path = _write(tmp_path / "t.parquet", 2)
+    other = pa.table({"id": ["a0", "a1"], "n": pa.array([0, 1], type=pa.int32())})
+    cache.written(path, other)
+    calls: list = []
+    assert cache.read(path, None, _reader(path, None, calls)).schema != other.schema
+    assert calls == [None]
