@@ -458,15 +458,19 @@ class BundleReader:
     def current(self) -> LoadedBundle:
         return self._current
 
+    def _moved_to(self) -> str | None:
+        """The bundle ``ACTIVE`` names if it is not the one being served, else ``None``."""
+        active = read_active(self._root)
+        return None if active == self._current.bundle_id else active
+
     def stale(self) -> bool:
         """Whether ``ACTIVE`` names a bundle other than the one being served."""
-        active = read_active(self._root)
-        return active is not None and active != self._current.bundle_id
+        return self._moved_to() is not None
 
     def reload(self) -> bool:
         """Switch to the active bundle if it changed; returns whether it did."""
-        active = read_active(self._root)
-        if active is None or active == self._current.bundle_id:
+        active = self._moved_to()
+        if active is None:
             return False
         verify, threads = self._verify, self._threads
         try:
