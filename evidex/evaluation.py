@@ -182,7 +182,7 @@ class _Ranked(NamedTuple):
 def _walk_alone(bundle: Any, query: str) -> list[Any]:
     """The graph arm's own ranking (query.graph), on every query: what the walk finds
     with no other arm fused in."""
-    from query.answers import WALK_DENSE_DEPTH
+    from query.answers import WALK_DENSE_DEPTH, walk_spread
     from query.graph import chunk_titles, graph_arm, walk_graph
     from query.retrieval import dense_arm
 
@@ -191,7 +191,7 @@ def _walk_alone(bundle: Any, query: str) -> list[Any]:
         layer, bundle.chunk_ids, bundle.row_of_chunk, None, lambda: chunk_titles(bundle)
     )
     dense = dense_arm(bundle, bundle.embed(query), WALK_DENSE_DEPTH, None)
-    walk = graph_arm(layer, graph, query, dense, CHUNK_DEPTH)
+    walk = graph_arm(layer, graph, query, dense, CHUNK_DEPTH, walk_spread(bundle, None))
     return [_Ranked(bundle.chunk_doc_ids[h.row]) for h in walk.hits]
 
 

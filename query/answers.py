@@ -9,7 +9,7 @@ import numpy as np
 from query.admission import Admission, Reason, admit, mentions_anchor
 from query.bundle import LoadedBundle
 from query.fusion import ArmHit
-from query.graph import DENSE_SEEDS, Walk, chunk_titles, graph_arm, walk_graph
+from query.graph import DENSE_SEEDS, Spread, Walk, chunk_titles, graph_arm, text_spread, walk_graph
 from query.rerank import Reranker
 from query.retrieval import DEFAULT_DEPTH, Evidence, dense_arm, retrieve, visible_rows
 from query.router import Route, route
@@ -17,9 +17,11 @@ from query.surfaces import Derived, Expansion, chunk_arm, expand, search_surface
 
 CHUNK_ARMS = ("dense", "lexical")
 WALK_DENSE_DEPTH = DENSE_SEEDS
-WALK_WEIGHT = 2.0
+WALK_WEIGHT = 8.0
 """The graph arm's weight in fusion (dense: 1, lexical: the caller's ``lexical_weight``),
-on the routes that call for it. Chosen on MuSiQue and HotpotQA (docs/benchmarks.md)."""
+on the routes that call for it: the walk leads there (it already holds the best dense chunks
+as seeds), and dense and BM25 reorder near-ties and add what it does not reach. Chosen on
+MuSiQue and HotpotQA (docs/benchmarks.md: 8 and 16 score alike, 2 and 4 lower)."""
 MAX_SUGGESTIONS = 3
 """Absent anchors per query that get a "did you mean" (each costs a few dictionary lookups
 and a read of a few visible chunks); the rest are reported without one."""
@@ -97,6 +99,12 @@ def _available(bundle: LoadedBundle) -> frozenset[str]:
     return frozenset(surfaces)
 
 
+def walk_spread(bundle: LoadedBundle, rows: Any) -> Spread | None:
+    """The graph arm's seed spread over the bundle's BM25 index and the visible ``rows``
+    (``None`` when the bundle has no lexical index)."""
+    return None if bundle.lexical is None else text_spread(bundle.lexical, rows)
+
+
 def _knowledge_arms(
     bundle: LoadedBundle,
     query: str,
@@ -126,7 +134,12 @@ def _knowledge_arms(
             layer, bundle.chunk_ids, bundle.row_of_chunk, rows, lambda: chunk_titles(bundle)
         )
         walk = graph_arm(
-            layer, graph, query, dense_arm(bundle, vector, WALK_DENSE_DEPTH, rows), DEFAULT_DEPTH
+            layer,
+            graph,
+            query,
+            dense_arm(bundle, vector, WALK_DENSE_DEPTH, rows),
+            DEFAULT_DEPTH,
+            walk_spread(bundle, rows),
         )
         extra["walk"] = list(walk.hits)
     if "graph" not in decision.surfaces:

@@ -3,12 +3,14 @@
 The graph has a node per canonical entity and per chunk, and an undirected edge between an
 entity and each chunk it occurs in, and between a relation's subject and object (each pair
 once). Seeds are the query's entities: word n-grams (1-4 words) that are an alias of a
-canonical entity, each weighted by its specificity (1 / the chunks it occurs in; an entity
-in more than ``MAX_SEED_CHUNKS`` chunks says too little to be a seed), plus the best dense
-chunks, which hold ``CHUNK_SHARE`` of the mass (HippoRAG 2 seeds passages as well as
-entities). The walk runs ``ITERATIONS`` power iterations with restart; chunks rank by the
-mass that reaches them, so a passage that shares no word with the query (the bridge of a
-multi-hop question) ranks when it shares entities with the seeds' passages.
+canonical entity, linked longest first (an n-gram that names an entity claims its words),
+each weighted by its specificity (1 / the chunks it occurs in or the chunks whose text holds
+its words, whichever is more; past ``MAX_SEED_CHUNKS`` it says too little to be a seed),
+plus the best dense chunks, which hold ``CHUNK_SHARE`` of the mass (HippoRAG 2 seeds
+passages as well as entities, with less weight than the entities). The walk runs
+``ITERATIONS`` power iterations with restart; chunks rank by the mass that reaches them,
+so a passage that shares no word with the query (the bridge of a multi-hop question) ranks
+when it shares entities with the seeds' passages.
 
 Contract: the walk only sees what the caller may see. A graph is built per set of visible
 access classes, from visible chunks only, and a relation edge only when every chunk that
@@ -41,7 +43,9 @@ ITERATIONS = 20
 MAX_SEED_CHUNKS = 50
 MAX_SEEDS = 32
 DENSE_SEEDS = 5
-CHUNK_SHARE = 0.5
+CHUNK_SHARE = 0.25
+"""The dense chunks' share of the seeds' mass when an entity seeds too (0.5 before the
+seeds were linked longest first; 0.25 was better on MuSiQue and HotpotQA, docs/benchmarks.md)."""
 MAX_NGRAM = 4
 MAX_HOPS = 3
 """The walk runs on the seeds' neighbourhood: nodes at most this many edges away."""
@@ -342,17 +346,64 @@ def _about_edges(
     return np.asarray(entities, dtype=np.int64), np.asarray(chunks, dtype=np.int64)
 
 
-def entity_seeds(layer: KnowledgeLayer, graph: WalkGraph, query: str) -> list[Seed]:
-    """Entities the query's word n-grams name, weighted by specificity; longer n-grams
-    first, an entity once (at its best weight), at most ``MAX_SEEDS`` of the most specific."""
+Spread = Callable[[str], int | None]
+"""How many visible chunks hold every indexed word of a query surface; ``None`` when the
+surface has no indexed word (stopwords only)."""
+
+
+def text_spread(lexical: Any, visible_rows: np.ndarray | None) -> Spread:
+    """A :data:`Spread` over ``lexical``'s postings (a bundle's BM25 index, one segment or
+    merged), counting only ``visible_rows`` (``None``: every row): a seed's weight never
+    depends on a chunk the caller may not see."""
+
+    def spread(surface: str) -> int | None:
+        tokens = lexical.tokenize(surface)
+        if not tokens:
+            return None
+        rows = lexical.postings(tokens[0])
+        for token in tokens[1:]:
+            rows = np.intersect1d(rows, lexical.postings(token), assume_unique=True)
+        if visible_rows is not None:
+            rows = np.intersect1d(rows, visible_rows, assume_unique=True)
+        return len(rows)
+
+    return spread
+
+
+def entity_seeds(
+    layer: KnowledgeLayer, graph: WalkGraph, query: str, spread: Spread | None = None
+) -> list[Seed]:
+    """Entities the query's word n-grams name, weighted by specificity, at most
+    ``MAX_SEEDS`` of the most specific.
+
+    Linking is greedy, longest n-gram first: an n-gram that names an entity with visible
+    chunks claims its words, so "Kate Ramsay" is not also linked as "Kate" and "Ramsay".
+    An entity's specificity is 1 / the chunks it occurs in or, with ``spread``, 1 / the
+    chunks whose text holds the n-gram's words, whichever is more: a word like "opera"
+    that was extracted as an entity once but stands in many chunks says little. Past
+    ``MAX_SEED_CHUNKS`` chunks, or with no indexed word, it is no seed."""
     words = _WORD.findall(query)
+    claimed = [False] * len(words)
     found: dict[int, Seed] = {}
     for size in range(min(MAX_NGRAM, len(words)), 0, -1):
         for i in range(len(words) - size + 1):
+            if any(claimed[i : i + size]):
+                continue
             surface = " ".join(words[i : i + size])
-            for e in layer.aliases.get(normalize_surface(surface), []):
-                count = int(graph.chunk_counts[e])
-                if 0 < count <= MAX_SEED_CHUNKS and e not in found:
+            named = [
+                e
+                for e in layer.aliases.get(normalize_surface(surface), [])
+                if graph.chunk_counts[e] > 0
+            ]
+            if not named:
+                continue
+            claimed[i : i + size] = [True] * size
+            holding = spread(surface) if spread is not None else 0
+            if holding is None:
+                continue
+            for e in named:
+                count = max(int(graph.chunk_counts[e]), holding)
+                if count <= MAX_SEED_CHUNKS and e not in found:
                     found[e] = Seed("entity", e, layer.entity_names[e], surface, 1.0 / count)
     ranked = sorted(found.values(), key=lambda s: (-s.weight, layer.entity_ids[s.node]))
     return ranked[:MAX_SEEDS]
@@ -384,12 +435,15 @@ def graph_arm(
     query: str,
     dense: Sequence[ArmHit],
     depth: int,
+    spread: Spread | None = None,
 ) -> Walk:
     """Rank chunks by the walk from the query's entity seeds and its best dense chunks.
 
-    Only the rows of ``graph`` can rank; a query with no seed ranks nothing.
+    Only the rows of ``graph`` can rank; a query with no seed ranks nothing. ``spread``
+    (:func:`text_spread`) lets a seed's specificity count the chunks whose text holds
+    the words that linked it.
     """
-    seeds = entity_seeds(layer, graph, query)
+    seeds = entity_seeds(layer, graph, query, spread)
     seeds += chunk_seeds(graph, dense, sum(s.weight for s in seeds))
     if not seeds:
         return Walk((), (), graph)

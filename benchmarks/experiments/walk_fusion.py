@@ -10,7 +10,7 @@ each rule below, and every rule is scored at the document level with ``evidex ev
 own scorer (the questions the router does not send to the walk keep its answer):
 
 - ``rrf w=W bm25=L``: reciprocal rank fusion (k = 60), the walk weighted W and BM25 L
-  (the product: W = 2.0, L = 1.0);
+  (the product: W = 8.0, L = 1.0);
 - ``walk``: the walk's ranking alone;
 - ``reserve at P``: the product's fused ranking with the walk's best non-seed chunk
   moved up to place P (when it ranks lower), for each P in turn;
@@ -80,7 +80,7 @@ def arms(bundle: Any, query: str) -> dict[str, list[int]] | None:
     """The product's rankings for ``query`` (rows, best first), or None off the walk's
     routes."""
     from query import answer
-    from query.answers import WALK_DENSE_DEPTH
+    from query.answers import WALK_DENSE_DEPTH, walk_spread
     from query.graph import chunk_titles, graph_arm, walk_graph
     from query.retrieval import dense_arm, lexical_arm
 
@@ -93,7 +93,7 @@ def arms(bundle: Any, query: str) -> dict[str, list[int]] | None:
         layer, bundle.chunk_ids, bundle.row_of_chunk, None, lambda: chunk_titles(bundle)
     )
     seeds = dense_arm(bundle, vector, WALK_DENSE_DEPTH, None)
-    walk = graph_arm(layer, graph, query, seeds, CHUNK_DEPTH)
+    walk = graph_arm(layer, graph, query, seeds, CHUNK_DEPTH, walk_spread(bundle, None))
     seed_rows = {h.row for h in seeds}
     return {
         "route": [result.route.operation],

@@ -8,9 +8,12 @@ import pytest
 import query.graph as graph_module
 from algorithms.normalize import normalize_surface
 from query.fusion import ArmHit, fuse
-from query.graph import MAX_SEED_CHUNKS, Walk, entity_seeds, graph_arm, walk_graph
+from query.graph import MAX_SEED_CHUNKS, Walk, entity_seeds, graph_arm, text_spread, walk_graph
 from query.knowledge import KnowledgeLayer, Surface
+from query.lexical import LexicalIndex
 from query.router import route
+from store.config import LexicalConfig
+from transforms.lexical import build_bm25
 
 QUESTION = "Who was the first president of the association which published Journal Zeta?"
 # c1 names the journal and its publisher; c2, the bridge, names the publisher's first
@@ -106,6 +109,57 @@ def test_seeds_are_specific_entities_most_specific_first():
     seeds = entity_seeds(layer, graph, "Omega Society or Journal Zeta or Society?")
     # "Society" occurs in more than MAX_SEED_CHUNKS chunks: it says too little to seed.
     assert [(s.name, s.weight) for s in seeds] == [("Journal Zeta", 1.0), ("Omega Society", 0.5)]
+
+
+def test_the_longest_name_claims_its_words():
+    # "Omega Society" links as a whole; "Omega" and "Society" are names of other entities
+    # but the words are taken, so neither seeds (greedy longest match).
+    layer = _layer([*ENTITIES, ("Omega", ["c3"]), ("Society", ["c4"])])
+    seeds = entity_seeds(layer, _graph(layer), "Who led the Omega Society?")
+    assert [(s.name, s.surface) for s in seeds] == [("Omega Society", "the Omega Society")]
+    alone = entity_seeds(layer, _graph(layer), "Who led the Society?")
+    assert [s.name for s in alone] == ["Society"]
+
+
+def _lexical(tmp_path, texts):
+    build_bm25(texts, config=LexicalConfig()).save(str(tmp_path))
+    return LexicalIndex.open(str(tmp_path), LexicalConfig(), rows=len(texts))
+
+
+def test_a_name_whose_words_stand_in_many_chunks_seeds_weakly(tmp_path):
+    # "Kestrel" was extracted as an entity in two chunks, but its word stands in three
+    # chunk texts: its specificity is 1/3, not 1/2. Every word of "Journal Zeta" stands
+    # in c1 and in c5 (words, not the phrase: an upper bound), so its weight is 1/2.
+    texts = [
+        "Journal Zeta is published by the Omega Society.",
+        "Ada Quill was the first president of the Omega Society; a kestrel on its seal.",
+        "The kestrel hovers.",
+        "A kestrel nest.",
+        "Journal Eta; the Zeta function.",
+    ]
+    lexical = _lexical(tmp_path, texts)
+    layer = _layer()
+    graph = _graph(layer)
+    query = "Which journal did the society that names Kestrel publish, Journal Zeta?"
+    plain = {s.name: s.weight for s in entity_seeds(layer, graph, query)}
+    assert plain == {"Journal Zeta": 1.0, "Kestrel": 0.5}
+    spread = text_spread(lexical, None)
+    assert spread("Kestrel") == 3 and spread("Journal Zeta") == 2 and spread("the") is None
+    weighted = {s.name: s.weight for s in entity_seeds(layer, graph, query, spread)}
+    assert weighted == {"Journal Zeta": 0.5, "Kestrel": 1 / 3}
+    # Only the caller's chunks count: with c2 and c4 hidden the word stands in one.
+    assert text_spread(lexical, np.array([0, 2, 4]))("Kestrel") == 1
+    # Past MAX_SEED_CHUNKS chunk texts, a name is no seed, however rare as an entity.
+    many = _lexical(tmp_path / "many", ["kestrel"] * (MAX_SEED_CHUNKS + 1))
+    seeds = entity_seeds(layer, graph, query, text_spread(many, None))
+    assert [s.name for s in seeds] == ["Journal Zeta"]
+
+
+def test_a_stopword_alias_is_no_seed(tmp_path):
+    lexical = _lexical(tmp_path, ["The the.", "Journal Zeta."])
+    layer = _layer([*ENTITIES, ("The", ["c3"])])
+    seeds = entity_seeds(layer, _graph(layer), "The Journal Zeta?", text_spread(lexical, None))
+    assert [s.name for s in seeds] == ["Journal Zeta"]
 
 
 def _exact(graph, start):
