@@ -79,7 +79,14 @@ from transforms.delta import (
     reusable_parent,
 )
 from transforms.embed import EmbedChunks
-from transforms.ingest import ReadDocuments, count_matches, input_bytes, pattern_and_root
+from transforms.ingest import (
+    DELETES,
+    ReadDocuments,
+    count_matches,
+    deleting_files,
+    input_bytes,
+    pattern_and_root,
+)
 from transforms.knowledge_update import KNOWLEDGE_STATE
 from transforms.offload import available_cores
 from transforms.segments import ReadExtraction
@@ -214,6 +221,8 @@ class ParentBundle:
     untouched."""
     vector_sources: tuple[str, ...] = ()
     """Bundle directories whose chunk vectors are reused for chunks of the same text."""
+    deleting_files: tuple[str, ...] = ()
+    """Input files that held explicit deletes when the parent was built."""
 
     @property
     def states(self) -> list[tuple[str, str]]:
@@ -257,9 +266,12 @@ def assemble(
             files=parent.read_files if parent is not None else None,
         )
     documents, read_bad = read[GOOD], read[BAD]
+    deletes = read.get(DELETES)
     kept, update = None, None
     if parent is not None:
-        delta = documents | "Delta" >> SplitByDelta(parent.states, untouched=parent.untouched)
+        delta = documents | "Delta" >> SplitByDelta(
+            parent.states, untouched=parent.untouched, deletes=deletes
+        )
         documents = delta[CHANGED]
         read_bad = (read_bad, delta[DUPLICATE]) | "IngestDeadLetters" >> beam.Flatten()
         _ = delta[UNCHANGED] | "WriteUnchangedIds" >> WriteTable(
@@ -559,6 +571,7 @@ def _build(
         raise BuildFailedError(f"pipeline failed: {' '.join(str(exc).split())[:2000]}") from exc
     with _local_staging(staging) as local:
         unchanged = _unchanged_ids(local, staging) if parent is not None else set()
+        deleting = deleting_files(result)  # the next refresh reads them again
         _check_bad_ratio(
             local,
             config.max_bad_ratio,
@@ -569,6 +582,8 @@ def _build(
         kept, reused = _kept_segments(parent, unchanged)
         delta = _delta_counts(local, parent, unchanged, _counter(result, "texts_embedded"), reused)
         delta["knowledge_texts_embedded"] = _counter(result, KNOWLEDGE_COUNTER)
+        if deleting:
+            delta["deleting_files"] = deleting
         chunks = staged_rows(local, bundles.CHUNKS) + delta["chunks_reused"]
         logger.info(
             "documents: %(new)d new, %(changed)d changed, %(unchanged)d unchanged, "
@@ -640,16 +655,26 @@ def _delta_parent(
             "recomputing it over every live chunk",
             active,
         )
-    return ParentBundle(active, path, segments, live, knowledge)
+    deleting = tuple((manifest.delta or {}).get("deleting_files") or ())
+    return ParentBundle(active, path, segments, live, knowledge, deleting_files=deleting)
 
 
 def _skip_untouched(
     parent: ParentBundle, input_path: str, untouched_files: frozenset[str]
 ) -> ParentBundle:
     """``parent`` with the live documents of ``untouched_files`` kept unread, and the
-    input's other files as the ones to read."""
+    input's other files as the ones to read.
+
+    Files that held explicit deletes are read every time (their deletes must reach a
+    changed file that holds the deleted id again); when one of them changed or is gone,
+    every file is read (a delete taken back must bring its document back, from wherever
+    it is)."""
     from apache_beam.io.filesystems import FileSystems
 
+    if any(f not in untouched_files for f in parent.deleting_files):
+        logger.info("a file with explicit deletes changed or is gone: reading every file")
+        return parent
+    untouched_files = untouched_files - set(parent.deleting_files)
     untouched = {d: doc.source for d, doc in parent.live.items() if doc.source in untouched_files}
     pattern, _ = pattern_and_root(input_path)
     files = [m.path for m in FileSystems.match([pattern])[0].metadata_list]

@@ -280,6 +280,9 @@ def run(
                 "chunks_reused": rows,
                 "knowledge_texts_embedded": _counter(result, KNOWLEDGE_COUNTER),
             }
+            deleting = (manifest.delta or {}).get("deleting_files")
+            if deleting:  # the input's explicit deletes still hold (see build_index)
+                delta["deleting_files"] = deleting
             with _local_staging(staging) as local:
                 written = bundles.write_manifest(
                     local,

@@ -89,6 +89,14 @@ def stream_arguments() -> argparse.ArgumentParser:
         "cannot stream this pipeline); beam: the streaming Beam pipeline (Dataflow, Flink)",
     )
     parser.add_argument(
+        "--notifications",
+        default=None,
+        metavar="SUBSCRIPTION",
+        help="beam engine: a Pub/Sub subscription (projects/P/subscriptions/S) that receives "
+        "the input bucket's object notifications; each message marks its window as having "
+        "input, instead of polling the input (deploy/dataflow/streaming.md)",
+    )
+    parser.add_argument(
         "--stop_after",
         type=seconds,
         default=None,
@@ -157,20 +165,31 @@ def build_pipeline(
     stop_after: float | None,
     build_args: Sequence[str] = (),
     policy: MergePolicy | None = None,
+    notifications: str | None = None,
 ) -> beam.PCollection:
-    """Wire the streaming refresh pipeline; returns the per-window progress lines."""
+    """Wire the streaming refresh pipeline; returns the per-window progress lines.
+
+    The input is watched by polling its listing (``MatchContinuously``) or, with
+    ``notifications``, by reading a Pub/Sub subscription of the bucket's object
+    notifications: either way an element only says "something arrived in this window";
+    the refresh lists the input itself."""
     from transforms.ingest import pattern_and_root
 
-    glob, _ = pattern_and_root(input_pattern)
-    stop = time.time() + stop_after if stop_after else None
-    match_kwargs: dict[str, Any] = {"interval": poll_seconds, "has_deduplication": False}
-    if stop is not None:
-        match_kwargs["stop_timestamp"] = stop
+    if notifications is not None:
+        from apache_beam.io.gcp.pubsub import ReadFromPubSub
+
+        arrivals = pipeline | "Notifications" >> ReadFromPubSub(subscription=notifications)
+    else:
+        glob, _ = pattern_and_root(input_pattern)
+        stop = time.time() + stop_after if stop_after else None
+        match_kwargs: dict[str, Any] = {"interval": poll_seconds, "has_deduplication": False}
+        if stop is not None:
+            match_kwargs["stop_timestamp"] = stop
+        arrivals = pipeline | "WatchInput" >> fileio.MatchContinuously(glob, **match_kwargs)
     return (
-        pipeline
-        | "WatchInput" >> fileio.MatchContinuously(glob, **match_kwargs)
+        arrivals
         | "Window" >> beam.WindowInto(window.FixedWindows(window_seconds))
-        | "OneKey" >> beam.Map(lambda m: (None, m.path))
+        | "OneKey" >> beam.Map(lambda _: (None, 1))
         | "PerWindow" >> beam.GroupByKey()
         | "Refresh"
         >> beam.ParDo(
@@ -253,6 +272,8 @@ def run(argv: Sequence[str]) -> None:
     args, rest = stream_arguments().parse_known_args(list(argv))
     build_args = [a for a in rest if a != "--streaming"]
     policy = MergePolicy(max_segments=args.max_segments, max_deleted_share=args.max_deleted)
+    if args.notifications and args.engine != "beam":
+        raise SystemExit("--notifications needs --engine beam (a streaming runner)")
     if args.engine == "loop":
         run_loop(
             args.input, args.root, window_seconds=args.window, stop_after=args.stop_after,
@@ -271,6 +292,7 @@ def run(argv: Sequence[str]) -> None:
         stop_after=args.stop_after,
         build_args=build_args,
         policy=policy,
+        notifications=args.notifications,
     )
     pipeline.run().wait_until_finish()
 

@@ -38,13 +38,16 @@ class _SplitFn(beam.DoFn):
         self._unchanged = Metrics.counter("delta", "documents_unchanged")
 
     def process(self, item: tuple[str, dict[str, list[Any]]]) -> Iterator[Any]:
-        _, grouped = item
+        doc_id, grouped = item
+        kept = bool(grouped["kept"]) and not grouped["deleted"]
+        if kept:  # live in a file that did not change, and no explicit delete names it
+            yield TaggedOutput(UNCHANGED, doc_id)
         parent = set(grouped["parent"])
         for doc in grouped["docs"]:
-            if doc.doc_id in self._untouched:
+            if kept:
                 # The id is live from a file that did not change: that document stays.
-                kept = self._untouched[doc.doc_id]
-                yield TaggedOutput(DUPLICATE, duplicate_letter(doc.doc_id, kept, doc.source_uri))
+                source = self._untouched[doc.doc_id]
+                yield TaggedOutput(DUPLICATE, duplicate_letter(doc.doc_id, source, doc.source_uri))
             elif document_state(doc) in parent:
                 self._unchanged.inc()
                 yield TaggedOutput(UNCHANGED, doc.doc_id)
@@ -65,6 +68,8 @@ class SplitByDelta(beam.PTransform):
     Args:
         parent_revisions: ``(doc_id, state)`` pairs live in the parent generation (see
             :func:`store.segments.document_state`).
+        deletes: the input's explicit deletes (``PCollection[Tombstone]``): an untouched
+            document they name is deleted, not kept.
         untouched: live documents kept without being read (their files did not change),
             each with its source file: they are unchanged (their pairs in
             ``parent_revisions`` are not needed), and a read document with one
@@ -74,21 +79,32 @@ class SplitByDelta(beam.PTransform):
     """
 
     def __init__(
-        self, parent_revisions: list[tuple[str, str]], *, untouched: dict[str, str] | None = None
+        self,
+        parent_revisions: list[tuple[str, str]],
+        *,
+        untouched: dict[str, str] | None = None,
+        deletes: beam.PCollection | None = None,
     ) -> None:
         super().__init__()
         self._untouched = dict(untouched or {})
         self._revisions = sorted(r for r in parent_revisions if r[0] not in self._untouched)
+        self._deletes = deletes
 
     def expand(self, docs: beam.PCollection) -> Any:
         pipeline = docs.pipeline
         revisions = pipeline | "ParentRevisions" >> beam.Create(self._revisions, reshuffle=False)
+        kept = pipeline | "UntouchedIds" >> beam.Create(sorted(self._untouched), reshuffle=False)
+        deletes = self._deletes
+        if deletes is None:
+            deletes = pipeline | "NoDeletes" >> beam.Create([], reshuffle=False)
         split = (
             {
                 "docs": docs
                 | "KeyDocs"
                 >> beam.Map(lambda d: (d.doc_id, d)).with_output_types(tuple[str, Document]),
                 "parent": revisions,
+                "kept": kept | "KeyKept" >> beam.Map(lambda d: (d, True)),
+                "deleted": deletes | "KeyDeleted" >> beam.Map(lambda t: (t.doc_id, True)),
             }
             | "JoinParent" >> beam.CoGroupByKey()
             | "SplitChangedUnchanged"
@@ -96,15 +112,9 @@ class SplitByDelta(beam.PTransform):
                 UNCHANGED, DUPLICATE, main=CHANGED
             )
         )
-        unchanged = split[UNCHANGED]
-        if self._untouched:
-            kept = pipeline | "UntouchedIds" >> beam.Create(
-                sorted(self._untouched), reshuffle=False
-            )
-            unchanged = (unchanged, kept) | "AllUnchanged" >> beam.Flatten()
         return {
             CHANGED: typed(split[CHANGED], Document),
-            UNCHANGED: unchanged,
+            UNCHANGED: split[UNCHANGED],
             DUPLICATE: typed(split[DUPLICATE], DeadLetter),
         }
 

@@ -11,11 +11,12 @@ import os
 import posixpath
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 import apache_beam as beam
 from apache_beam.io import fileio
 from apache_beam.metrics import Metrics
+from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.pvalue import PBegin, TaggedOutput
 
 from algorithms.chunk import headings, markup_of
@@ -32,6 +33,25 @@ STAGE = "ingest"
 _OVERRIDE_FIELDS = ("access_class", "source_role", "language", "valid_from", "valid_to")
 TEXT_SUFFIXES = (".txt", ".md", ".markdown", ".rst", ".text")
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
+TOMBSTONE_SUFFIX = ".tombstone"
+"""A file whose lines are ids of documents to delete (blank lines and ``#`` comments
+skipped)."""
+DELETED_FIELD = "deleted"
+"""A JSONL record with this field ``true`` deletes the document of its id (no text needed)."""
+DELETES = "deletes"
+"""Output tag of :class:`ReadDocuments`: the :class:`Tombstone` records it read."""
+DELETING_FILES = "evidex.deleting_files"
+"""Metrics namespace of the deletes read, one counter per file that held them."""
+
+
+class Tombstone(NamedTuple):
+    """An explicit delete: the document ``doc_id`` is not part of the input, wherever it is,
+    unless a record of it follows the delete in the same file (``line``; 0 for a
+    tombstone file, whose deletes hold for the whole file)."""
+
+    doc_id: str
+    source: str  # the file that holds the delete
+    line: int
 
 
 def relative_id(path: str, root: str) -> str:
@@ -122,6 +142,32 @@ def _merged(
     return overrides, extra
 
 
+def _jsonl_record(line: bytes) -> dict[str, Any]:
+    """A JSONL line's object.
+
+    Raises:
+        IngestError: undecodable or malformed.
+    """
+    try:
+        record = json.loads(line.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise IngestError("undecodable", f"line is not UTF-8: {exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise IngestError(
+            "malformed_json", f"invalid JSON: {exc.msg} at column {exc.colno}"
+        ) from exc
+    if not isinstance(record, dict):
+        raise IngestError("malformed_json", "JSON line is not an object")
+    return record
+
+
+def _record_id(record: dict[str, Any], config: IngestConfig) -> str:
+    doc_id = next((str(record[f]) for f in config.jsonl_id_fields if record.get(f)), None)
+    if doc_id is None:
+        raise IngestError("missing_field", f"none of the id fields {config.jsonl_id_fields} set")
+    return doc_id
+
+
 def parse_jsonl_line(
     line: bytes,
     *,
@@ -134,19 +180,19 @@ def parse_jsonl_line(
     Raises:
         IngestError: undecodable, malformed, or missing its id or text field.
     """
-    try:
-        record = json.loads(line.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise IngestError("undecodable", f"line is not UTF-8: {exc}") from exc
-    except json.JSONDecodeError as exc:
-        raise IngestError(
-            "malformed_json", f"invalid JSON: {exc.msg} at column {exc.colno}"
-        ) from exc
-    if not isinstance(record, dict):
-        raise IngestError("malformed_json", "JSON line is not an object")
-    doc_id = next((str(record[f]) for f in config.jsonl_id_fields if record.get(f)), None)
-    if doc_id is None:
-        raise IngestError("missing_field", f"none of the id fields {config.jsonl_id_fields} set")
+    return _record_document(
+        _jsonl_record(line), source_uri=source_uri, config=config, sidecar=sidecar
+    )
+
+
+def _record_document(
+    record: dict[str, Any],
+    *,
+    source_uri: str,
+    config: IngestConfig,
+    sidecar: dict[str, dict[str, Any]] | None = None,
+) -> Document:
+    doc_id = _record_id(record, config)
     text = record.get(config.jsonl_text_field)
     if not isinstance(text, str):
         raise IngestError("missing_field", f"field {config.jsonl_text_field!r} is not a string")
@@ -198,7 +244,8 @@ def bounded_lines(handle: IO[bytes], limit: int) -> Iterator[tuple[int, bytes, b
 
 
 class _ParseFileFn(beam.DoFn):
-    """ReadableFile -> Document (main) or DeadLetter (tagged ``bad``)."""
+    """ReadableFile -> Document (main), DeadLetter (tagged ``bad``) or Tombstone (tagged
+    ``deletes``)."""
 
     def __init__(
         self, *, root: str, config: IngestConfig, sidecar: dict[str, dict[str, Any]]
@@ -215,6 +262,9 @@ class _ParseFileFn(beam.DoFn):
         lower = path.lower()
         if lower.endswith(JSONL_SUFFIXES):
             yield from self._jsonl(readable, source_id)
+            return
+        if lower.endswith(TOMBSTONE_SUFFIX):
+            yield from self._tombstones(readable)
             return
         try:
             yield self._text_file(readable, source_id, lower)
@@ -276,8 +326,16 @@ class _ParseFileFn(beam.DoFn):
                         raise IngestError(
                             "oversized", f"JSON line exceeds {line_limit} bytes; not parsed"
                         )
-                    yield parse_jsonl_line(
-                        line,
+                    record = _jsonl_record(line)
+                    if record.get(DELETED_FIELD) is True:
+                        doc_id = _record_id(record, self._config)
+                        yield TaggedOutput(
+                            DELETES, Tombstone(doc_id, readable.metadata.path, number)
+                        )
+                        self._deleting(readable.metadata.path)
+                        continue
+                    yield _record_document(
+                        record,
                         source_uri=f"{readable.metadata.path}#L{number}",
                         config=self._config,
                         sidecar=self._sidecar,
@@ -288,6 +346,35 @@ class _ParseFileFn(beam.DoFn):
                     record_id = f"{source_id}#L{number}"
                     yield TaggedOutput(BAD, DeadLetter(STAGE, record_id, exc.error_type, str(exc)))
 
+    @staticmethod
+    def _deleting(path: str) -> None:
+        """Count a delete under its file's name: the build reads the names back after the
+        run (:func:`deleting_files`) to list the files that held deletes."""
+        Metrics.counter(DELETING_FILES, path).inc()
+
+    def _tombstones(self, readable: fileio.ReadableFile) -> Iterator[Any]:
+        path = readable.metadata.path
+        limit = self._config.max_document_bytes
+        with readable.open() as handle:
+            for number, line, complete in bounded_lines(handle, limit):
+                doc_id = line.decode("utf-8", errors="replace").strip()
+                if not complete or "\ufffd" in doc_id:
+                    self._bad.inc()
+                    why = "line is not UTF-8" if complete else f"line exceeds {limit} bytes"
+                    yield TaggedOutput(
+                        BAD, DeadLetter(STAGE, f"{path}#L{number}", "bad_tombstone", why)
+                    )
+                elif doc_id and not doc_id.startswith("#"):
+                    yield TaggedOutput(DELETES, Tombstone(doc_id, path, 0))
+                    self._deleting(path)
+
+
+def deleting_files(result: Any) -> list[str]:
+    """The input files that held explicit deletes, read from a finished pipeline's
+    metrics (see ``_ParseFileFn._deleting``)."""
+    counters = result.metrics().query(MetricsFilter().with_namespace(DELETING_FILES))["counters"]
+    return sorted({c.key.metric.name for c in counters if c.committed})
+
 
 def duplicate_letter(doc_id: str, kept: str, dropped: str) -> DeadLetter:
     """The dead letter of a document dropped because ``kept`` already holds its id."""
@@ -296,23 +383,57 @@ def duplicate_letter(doc_id: str, kept: str, dropped: str) -> DeadLetter:
     )
 
 
-def _resolve_duplicates(item: tuple[str, Iterable[Document]]) -> Iterator[Any]:
-    """Keep one document per id (the smallest source URI); dead-letter the rest."""
-    doc_id, docs = item
-    ordered = sorted(docs, key=lambda d: (d.source_uri, d.revision))
+def _line_of(source_uri: str) -> int:
+    """The line of a JSONL record's source (``path#L12`` -> 12); 0 for a whole file."""
+    _, _, line = source_uri.rpartition("#L")
+    return int(line) if line.isdigit() else 0
+
+
+def _deleted_by(doc: Document, mark: Tombstone) -> bool:
+    """Whether ``mark`` removes ``doc``: always, unless ``doc`` comes after it in the same
+    file (a feed that deletes a document, then adds it again)."""
+    path, marker, line = doc.source_uri.rpartition("#L")  # a JSONL record: path#L<line>
+    after = bool(marker) and path == mark.source and line.isdigit() and int(line) > mark.line
+    return not after
+
+
+def surviving(docs: Iterable[Document], deletes: Iterable[Tombstone]) -> list[Document]:
+    """The documents of one id that no delete removes."""
+    marks = list(deletes)
+    return [d for d in docs if not any(_deleted_by(d, m) for m in marks)]
+
+
+def _resolve_duplicates(item: tuple[str, dict[str, Iterable[Any]]]) -> Iterator[Any]:
+    """Keep one document per id that no delete removes (the smallest source URI);
+    dead-letter the other survivors."""
+    doc_id, grouped = item
+    kept = surviving(grouped["docs"], grouped["deletes"])
+    ordered = sorted(kept, key=lambda d: (d.source_uri, d.revision))
+    if not ordered:
+        return
     yield ordered[0]
     for dup in ordered[1:]:
         yield TaggedOutput(BAD, duplicate_letter(doc_id, ordered[0].source_uri, dup.source_uri))
 
 
 class DedupeDocuments(beam.PTransform):
-    """``PCollection[Document]`` -> one document per id, duplicates as dead letters."""
+    """``PCollection[Document]`` -> one document per id, duplicates as dead letters; with
+    ``deletes`` (``PCollection[Tombstone]``), the documents they remove are left out first."""
+
+    def __init__(self, deletes: beam.PCollection | None = None) -> None:
+        super().__init__()
+        self._deletes = deletes
 
     def expand(self, docs: beam.PCollection) -> Any:
+        deletes = self._deletes
+        if deletes is None:
+            deletes = docs.pipeline | "NoDeletes" >> beam.Create([], reshuffle=False)
         return (
-            docs
-            | "KeyById" >> beam.Map(lambda d: (d.doc_id, d))
-            | "GroupById" >> beam.GroupByKey()
+            {
+                "docs": docs | "KeyById" >> beam.Map(lambda d: (d.doc_id, d)),
+                "deletes": deletes | "KeyDeletes" >> beam.Map(lambda t: (t.doc_id, t)),
+            }
+            | "GroupById" >> beam.CoGroupByKey()
             | "KeepOne" >> beam.FlatMap(_resolve_duplicates).with_outputs(BAD, main=GOOD)
         )
 
@@ -369,13 +490,15 @@ class ReadDocuments(beam.PTransform):
             | "ParseFiles"
             >> beam.ParDo(
                 _ParseFileFn(root=self._root, config=self._config, sidecar=self._sidecar)
-            ).with_outputs(BAD, main=GOOD)
+            ).with_outputs(BAD, DELETES, main=GOOD)
         )
-        unique = typed(parsed[GOOD], Document) | "Dedupe" >> DedupeDocuments()
+        deletes = typed(parsed[DELETES], Tombstone)
+        unique = typed(parsed[GOOD], Document) | "Dedupe" >> DedupeDocuments(deletes)
         dead = (parsed[BAD], unique[BAD]) | "MergeDeadLetters" >> beam.Flatten()
         return {
             GOOD: typed(unique[GOOD], Document),
             BAD: typed(dead, DeadLetter),
+            DELETES: deletes,
         }
 
 

@@ -138,3 +138,44 @@ def test_compaction_runs_beside_the_windows_and_they_rebase_onto_it(tmp_path):
     chunks = pq.read_table(os.path.join(bundle_path(root, sixth.bundle_id), "chunks.parquet"))
     assert set(chunks["doc_id"].to_pylist()) == {"tea.txt", "bees.txt"}
     assert sixth.chunks_embedded == chunks["doc_id"].to_pylist().count("bees.txt")
+
+
+@pytest.mark.slow
+def test_explicit_deletes_reach_unread_files_and_can_be_taken_back(tmp_path):
+    watch, root = tmp_path / "in", tmp_path / "root"
+    watch.mkdir()
+    owls = watch / "owls.txt"
+    owls.write_text("Barn owls hunt at night by sound alone.", encoding="utf-8")
+    feed = [
+        {"_id": "g1", "title": "Glass", "text": "Glass is made from sand and soda ash."},
+        {"_id": "r1", "title": "Rust", "text": "Iron rusts in water and oxygen."},
+    ]
+    write_jsonl(watch / "feed.jsonl", feed)
+    assert refresh(str(watch), str(root), FAST).new == 3
+
+    # A tombstone file deletes the document of a file that is not read again.
+    (watch / "batch.tombstone").write_text("owls.txt\n", encoding="utf-8")
+    second = refresh(str(watch), str(root), FAST)
+    assert second.status == "activated", second.reason
+    assert set(live(root)) == {"g1", "r1"} and second.deleted == 1
+    # A delete record appended to the feed deletes its id.
+    write_jsonl(watch / "feed.jsonl", [*feed, {"_id": "r1", "deleted": True}])
+    third = refresh(str(watch), str(root), FAST)
+    assert set(live(root)) == {"g1"} and third.deleted == 1
+    manifest = read_manifest(bundle_path(str(root), third.bundle_id))
+    assert manifest.delta["deleting_files"] == [
+        str(watch / "batch.tombstone"),
+        str(watch / "feed.jsonl"),
+    ]
+    # The deleted file changes and is read again: the tombstone, unchanged, still holds.
+    stat = owls.stat()
+    owls.write_text("Barn owls hunt at night by hearing alone.", encoding="utf-8")
+    os.utime(owls, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    fourth = refresh(str(watch), str(root), FAST)
+    assert fourth.status == "activated", fourth.reason
+    assert set(live(root)) == {"g1"}
+    # Taking the tombstone away brings the document back from its unchanged file.
+    (watch / "batch.tombstone").unlink()
+    fifth = refresh(str(watch), str(root), FAST)
+    assert fifth.status == "activated", fifth.reason
+    assert set(live(root)) == {"g1", "owls.txt"} and fifth.new == 1

@@ -313,12 +313,12 @@ def test_dask_runner_has_no_translation_for_source_reads(dask_options, tmp_path)
 @pytest.mark.slow
 def test_dask_runner_build_fails_and_publishes_nothing(dask_options, tiny_corpus, tmp_path):
     root = tmp_path / "root"
-    with pytest.raises(ValueError, match="not enough values to unpack") as failure:
+    with pytest.raises(AttributeError, match="'Document' object has no attribute") as failure:
         run(["--input", str(tiny_corpus), "--root", str(root), *dask_options], bundle_id="dask")
-    # The documented failure: RunInference's successful results reached the consumer of its
-    # dead-letter output (the multi-output ParDo limitation) and broke its unpacking.
+    # The documented failure: the ingest step's documents reached the consumer of its
+    # explicit-deletes output (the multi-output ParDo limitation) and were read as deletes.
     frames = [entry.name for entry in failure.traceback]
-    assert "_failed_inference" in frames, (
+    assert "_deleted_by" in frames, (
         "the DaskRunner failure mode changed: update docs/runners.md (Dask) and this test"
     )
     assert not os.path.exists(bundles_dir(str(root)))

@@ -178,3 +178,29 @@ def test_the_beam_streaming_pipeline_publishes_the_watched_input(tmp_path):
          "--poll", "1s", "--stop_after", "5s", "--knowledge=false"])  # fmt: skip
     assert set(active_documents(root)) == {"owls.md"}
     assert read_state(str(root))["bundle_id"] == read_active(str(root))
+
+
+def test_object_notifications_replace_polling_on_the_beam_engine(tmp_path):
+    """``--notifications``: the Pub/Sub subscription of the bucket's object notifications
+    is the pipeline's source instead of the polled listing; the windows and the refresh
+    are the same. (Pub/Sub cannot run here: the pipeline is built, not run.)"""
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from pipelines.stream import build_pipeline, run
+
+    def labels(notifications):
+        pipeline = beam.Pipeline(options=PipelineOptions(["--streaming"]))
+        build_pipeline(
+            pipeline, input_pattern=str(tmp_path), root=str(tmp_path / "root"),
+            window_seconds=10, poll_seconds=2, stop_after=None, notifications=notifications,
+        )  # fmt: skip
+        return {t.full_label for t in pipeline.transforms_stack[0].parts}
+
+    polled = labels(None)
+    notified = labels("projects/my-project/subscriptions/evidex-inbox")
+    assert "WatchInput" in polled and "Notifications" not in polled
+    assert "Notifications" in notified and "WatchInput" not in notified
+    assert {"Window", "OneKey", "PerWindow", "Refresh"} <= polled & notified
+    with pytest.raises(SystemExit, match="--engine beam"):
+        run(["--input", str(tmp_path), "--notifications", "projects/p/subscriptions/s"])

@@ -9,6 +9,7 @@ from schemas import register_coders, revision_of
 from store.config import IngestConfig
 from tests.conftest import write_corpus
 from transforms.ingest import (
+    DELETES,
     IngestError,
     ReadDocuments,
     bounded_lines,
@@ -113,6 +114,52 @@ def test_read_documents_sends_every_bad_input_to_dead_letters(tmp_path):
                     ("ingest", "r1", "duplicate_id"),
                 ]
             ),
+            label="dead_letters",
+        )
+
+
+def test_explicit_deletes_remove_documents_from_any_file(tmp_path):
+    # A JSONL feed deletes a record (then adds "r3" back after deleting it), a tombstone
+    # file deletes a text file's document and one of the feed's; a bad tombstone line is a
+    # dead letter; a delete record needs no text.
+    register_coders()
+    corpus = write_corpus(
+        tmp_path,
+        {
+            "keep.md": "Kept.",
+            "gone.md": "Deleted by the tombstone.",
+            "feed.jsonl": '{"_id": "r1", "text": "One."}\n'
+            '{"_id": "r2", "text": "Two."}\n'
+            '{"_id": "r3", "text": "Three."}\n'
+            '{"_id": "r1", "deleted": true}\n'
+            '{"_id": "r3", "deleted": true}\n'
+            '{"_id": "r3", "text": "Three again."}\n',
+            "batch.tombstone": "# removed on request\ngone.md\n\nr2\n" + "x" * 300 + "\n",
+        },
+    )
+    pattern, root = pattern_and_root(str(corpus))
+    with TestPipeline() as p:
+        out = p | ReadDocuments(pattern, root=root, config=IngestConfig(max_document_bytes=100))
+        assert_that(
+            out[GOOD] | beam.Map(lambda d: (d.doc_id, d.text)),
+            equal_to([("keep.md", "Kept."), ("r3", "Three again.")]),
+            label="documents",
+        )
+        assert_that(
+            out[DELETES] | beam.Map(lambda t: (t.doc_id, t.source.rpartition("/")[2], t.line)),
+            equal_to(
+                [
+                    ("r1", "feed.jsonl", 4),
+                    ("r3", "feed.jsonl", 5),
+                    ("gone.md", "batch.tombstone", 0),
+                    ("r2", "batch.tombstone", 0),
+                ]
+            ),
+            label="deletes",
+        )
+        assert_that(
+            out[BAD] | beam.Map(lambda d: (d.record_id.rpartition("/")[2], d.error_type)),
+            equal_to([("batch.tombstone#L5", "bad_tombstone")]),
             label="dead_letters",
         )
 
