@@ -173,6 +173,12 @@ def new_bundle_id(now: dt.datetime | None = None) -> str:
 
 
 def sha256_file(path: str) -> str:
+    """The file's sha256 (hex); a process that keeps tables in memory (a stream) hashes
+    each file once (:func:`store.table_cache.digest`)."""
+    return table_cache.digest(path, _sha256)
+
+
+def _sha256(path: str) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):

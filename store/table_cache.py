@@ -37,6 +37,9 @@ _Key = tuple[tuple[str, int, int, int], Hashable]
 _LOCK = threading.Lock()
 _entries: "OrderedDict[_Key, tuple[Any, int]]" = OrderedDict()
 _state = {"max_bytes": 0, "bytes": 0, "hits": 0, "misses": 0}
+MAX_DIGESTS = 4096
+"""Content hashes remembered (64 bytes each; least recently used first out)."""
+_digests: "OrderedDict[tuple[int, int, int, int], str]" = OrderedDict()
 
 
 def enable(max_bytes: int = DEFAULT_MAX_BYTES) -> None:
@@ -54,6 +57,7 @@ def disable() -> None:
     with _LOCK:
         _state.update(max_bytes=0, hits=0, misses=0)
         _evict()
+        _digests.clear()
 
 
 def retain(keep: Callable[[str], bool]) -> None:
@@ -118,6 +122,30 @@ def moved(source: str, target: str) -> None:
         for key in [k for k in _entries if k[0][0].startswith(old)]:
             (path, inode, size, mtime), what = key
             _entries[((new + path[len(old) :], inode, size, mtime), what)] = _entries.pop(key)
+
+
+def digest(path: str, compute: Callable[[str], str]) -> str:
+    """``compute(path)``, a hash of the file's content, remembered by the file's content
+    identity (device, inode, size, modification time), so a file this process hashed
+    before is not read again, under its own path or another one: a generation's files
+    hashed when its manifest was written, then again when it is validated, or a table
+    hard-linked unchanged into the next generation. Like the rest of the cache, only
+    while it is on; a file rewritten in place gets a new modification time and misses."""
+    if not _state["max_bytes"] or storage.is_remote(path):
+        return compute(path)
+    status = os.stat(path)
+    key = (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns)
+    with _LOCK:
+        found = _digests.get(key)
+        if found is not None:
+            _digests.move_to_end(key)
+            return found
+    value = compute(path)
+    with _LOCK:
+        _digests[key] = value
+        while len(_digests) > MAX_DIGESTS:
+            _digests.popitem(last=False)
+    return value
 
 
 def remember(path: str, tag: str, make: Callable[[], Any], size: int) -> Any:

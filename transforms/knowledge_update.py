@@ -29,6 +29,7 @@ import shutil
 import tempfile
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 import apache_beam as beam
@@ -145,7 +146,14 @@ class _UpdateFn(beam.DoFn):
         return self._holder.embed(names)
 
     def process(self, gathered: dict[str, list[Any]]) -> Iterator[Any]:
+        # The mention and entity tables are written on a second thread while the update
+        # goes on (Parquet encoding releases the GIL); both are on disk before it yields.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="knowledge-write") as pool:
+            yield from self._update(gathered, pool)
+
+    def _update(self, gathered: dict[str, list[Any]], pool: ThreadPoolExecutor) -> Iterator[Any]:
         config, join = self._config, storage.join
+        writes: list[Future[None]] = []
         unchanged = pa.array(sorted(gathered["unchanged"]), type=pa.string())
         new_mentions: list[Mention] = batched_rows(gathered["mentions"])
         new_statements: list[Statement] = batched_rows(gathered["statements"])
@@ -189,7 +197,7 @@ class _UpdateFn(beam.DoFn):
         mentions = pa.concat_tables(
             [live_mentions.cast(MENTION_SCHEMA), records_table(new_mentions, MENTION_SCHEMA)]
         ).sort_by("mention_id")
-        _write_table(mentions, join(self._staging, bundles.MENTIONS))
+        writes.append(pool.submit(_write_table, mentions, join(self._staging, bundles.MENTIONS)))
 
         # Entities: touched ones recomputed from their live mentions, empty ones removed.
         new_ids = {e.entity_id for e in linked.entities}
@@ -219,7 +227,7 @@ class _UpdateFn(beam.DoFn):
                 records_table([*refreshed, *linked.entities], ENTITY_SCHEMA),
             ]
         ).sort_by("entity_id")
-        _write_table(entities, join(self._staging, bundles.ENTITIES))
+        writes.append(pool.submit(_write_table, entities, join(self._staging, bundles.ENTITIES)))
         names = dict(
             zip(entities["entity_id"].to_pylist(), entities["name"].to_pylist(), strict=True)
         )
@@ -320,6 +328,8 @@ class _UpdateFn(beam.DoFn):
             "clustered again" if reclustered else "kept",
             100 * share,
         )
+        for write in writes:
+            write.result()  # a failed write fails the update here
         with FileSystems.create(join(self._staging, KNOWLEDGE_STATE)) as handle:
             handle.write(json.dumps({"reclustered": reclustered, "share": share}).encode())
         yield KnowledgeUpdate(removed_relations, relations, communities, reclustered)

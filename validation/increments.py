@@ -114,9 +114,22 @@ def all_in(lists: pa.Array | pa.ChunkedArray, known: pa.Array) -> np.ndarray:
     return ok
 
 
+def increasing(values: pa.Array) -> bool:
+    """Whether every value is greater than the one before it (no nulls)."""
+    if len(values) < 2:
+        return values.null_count == 0
+    if values.null_count:
+        return False
+    later = pc.greater(values.slice(1), values.slice(0, len(values) - 1))
+    return bool(pc.all(later).as_py())
+
+
 def duplicated(ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """Per row: its id occurs more than once in the column."""
-    counts = pc.value_counts(flat(ids))
+    ids = flat(ids)
+    if increasing(ids):  # tables are written sorted by id: one pass, no hash table
+        return np.zeros(len(ids), dtype=bool)
+    counts = pc.value_counts(ids)
     repeated = pc.filter(counts.field("values"), pc.greater(counts.field("counts"), 1))
     if not len(repeated):
         return np.zeros(len(ids), dtype=bool)

@@ -119,3 +119,32 @@ def test_a_table_whose_schema_is_not_the_files_is_not_kept(cache, tmp_path):
     calls: list = []
     assert cache.read(path, None, _reader(path, None, calls)).schema != other.schema
     assert calls == [None]
+
+
+def test_a_file_is_hashed_once_under_any_of_its_links(cache, tmp_path):
+    from store.bundles import _sha256, sha256_file
+
+    path, hashed = _write(tmp_path / "t.parquet", 3), []
+
+    def compute(p):
+        hashed.append(p)
+        return _sha256(p)
+
+    first = cache.digest(path, compute)
+    link = str(tmp_path / "next-generation.parquet")
+    os.link(path, link)  # a table kept unchanged by the next generation
+    assert cache.digest(link, compute) == first == sha256_file(link)
+    assert hashed == [path]
+    _write(tmp_path / "t.parquet", 4, tag="b")  # a new file under the old name
+    stat = os.stat(path)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1))
+    changed = cache.digest(path, compute)
+    assert changed != first and changed == _sha256(path) and hashed == [path, path]
+
+
+def test_without_the_cache_every_hash_reads_the_file(tmp_path):
+    table_cache.disable()
+    path, hashed = _write(tmp_path / "t.parquet", 3), []
+    for _ in range(2):
+        table_cache.digest(path, lambda p: hashed.append(p) or "x")
+    assert hashed == [path, path]

@@ -3,7 +3,14 @@
 import numpy as np
 import pyarrow as pa
 
-from validation.increments import all_in, changed_rows, duplicated, is_in, same_values
+from validation.increments import (
+    all_in,
+    changed_rows,
+    duplicated,
+    increasing,
+    is_in,
+    same_values,
+)
 
 
 def _table(ids, names, lists):
@@ -49,6 +56,16 @@ def test_reference_checks_on_whole_columns():
     assert duplicated(pa.array(["a", "b", "a", "c"])).tolist() == [True, False, True, False]
     assert not duplicated(pa.array(["a"], pa.string())).any()
     assert isinstance(duplicated(pa.array([], pa.string())), np.ndarray)
+
+
+def test_duplicates_in_a_sorted_id_column():
+    # Sorted and strictly increasing: nothing repeated, found without counting.
+    assert not duplicated(pa.chunked_array([["a", "b"], ["c", "d"]])).any()
+    assert increasing(pa.array(["a", "b", "c"])) and not increasing(pa.array(["a", "a"]))
+    # Sorted with a repeat, or with a null: every copy is flagged, as for unsorted ids.
+    assert duplicated(pa.array(["a", "b", "b", "c"])).tolist() == [False, True, True, False]
+    assert duplicated(pa.array(["a", None, "c", "c"])).tolist() == [False, False, True, True]
+    assert not increasing(pa.array(["a", None, "c"]))
 
 
 def test_stretches_and_row_by_row_comparison_agree():
