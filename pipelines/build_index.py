@@ -74,6 +74,7 @@ from transforms.delta import (
     CHANGED,
     DUPLICATE,
     UNCHANGED,
+    ReadEditedVectors,
     ReadKnownVectors,
     SplitByDelta,
     reusable_parent,
@@ -224,6 +225,15 @@ class ParentBundle:
     deleting_files: tuple[str, ...] = ()
     """Input files that held explicit deletes when the parent was built."""
 
+    def reread_tables(self) -> dict[str, str]:
+        """Each live document the refresh reads again (not kept unread) -> the chunk
+        table of the segment holding it: where an edited document's vectors are."""
+        return {
+            doc_id: storage.join(self.segments[doc.position].path, bundles.CHUNKS)
+            for doc_id, doc in self.live.items()
+            if doc_id not in self.untouched
+        }
+
     @property
     def states(self) -> list[tuple[str, str]]:
         """``(doc_id, state)`` of every live document (see ``document_state``)."""
@@ -294,13 +304,18 @@ def assemble(
         model=model_path, config=config.chunk, max_tokens=model.max_seq_length - 2
     )
     known = None
-    if parent is not None and parent.vector_sources:
-        known = [
+    if parent is not None:
+        sources = [
             pipeline
             | f"KnownChunkVectors{i}"
             >> ReadKnownVectors(storage.join(path, bundles.CHUNKS), text_column="text")
             for i, path in enumerate(parent.vector_sources)
-        ] | "KnownChunkVectors" >> beam.Flatten()
+        ]
+        reread = parent.reread_tables()
+        if reread:  # an edited document's unchanged passages keep their vectors
+            sources.append(documents | "EditedVectors" >> ReadEditedVectors(reread))
+        if sources:
+            known = sources | "KnownChunkVectors" >> beam.Flatten()
     embedded = chunked[GOOD] | "EmbedChunks" >> EmbedChunks(
         model=model_path,
         batch_size=config.embed.batch_size,

@@ -16,11 +16,18 @@ from collections.abc import Iterator
 from typing import Any
 
 import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 
 from schemas import DeadLetter, Document
+from store.bundles import embedding_matrix
 from store.segments import document_state
+from transforms.gather import CollectAll
 from transforms.ingest import duplicate_letter
 from transforms.tags import typed
 
@@ -157,4 +164,56 @@ class ReadKnownVectors(beam.PTransform):
             | "ReadParentTable"
             >> beam.io.ReadFromParquet(self._path, columns=[self._text_column, "embedding"])
             | "KnownVectors" >> beam.FlatMap(_known_vector, text_column=self._text_column)
+        )
+
+
+def _edited_vectors(
+    doc_ids: list[str], *, where: dict[str, str]
+) -> Iterator[tuple[str, np.ndarray]]:
+    """The parent's chunk vectors of the edited documents ``doc_ids`` (each live in the
+    parent, in the segment whose chunk table ``where`` names), keyed by text."""
+    from transforms.embed import text_key
+
+    by_table: dict[str, list[str]] = {}
+    for doc_id in sorted(set(doc_ids)):
+        if doc_id in where:
+            by_table.setdefault(where[doc_id], []).append(doc_id)
+    for path, ids in sorted(by_table.items()):
+        with FileSystems.open(path) as handle:
+            table = pq.read_table(
+                pa.BufferReader(handle.read()), columns=["doc_id", "text", "embedding"]
+            )
+        table = table.filter(pc.is_in(table["doc_id"], value_set=pa.array(ids, pa.string())))
+        table = table.filter(pc.is_valid(table["embedding"]))
+        if not table.num_rows:
+            continue
+        matrix = embedding_matrix(table["embedding"])
+        for text, vector in zip(table["text"].to_pylist(), matrix, strict=True):
+            yield text_key(text), vector
+
+
+class ReadEditedVectors(beam.PTransform):
+    """``PCollection[Document]`` of a refresh's changed documents -> ``(text_key, vector)``
+    of the chunks the edited ones (those live in the parent) had there, so a passage an
+    edit left as it was keeps its vector instead of being embedded again.
+
+    Only the chunk tables of the segments holding edited documents are read, once per
+    refresh; a refresh of new documents only reads nothing.
+
+    Args:
+        where: each parent document a refresh may read again (id -> the chunk table of
+            the segment holding it); documents kept unread are left out.
+    """
+
+    def __init__(self, where: dict[str, str]) -> None:
+        super().__init__()
+        self._where = dict(where)
+
+    def expand(self, changed: beam.PCollection) -> beam.PCollection:
+        where = self._where
+        return (
+            changed
+            | "EditedIds" >> beam.FlatMap(lambda d: [d.doc_id] if d.doc_id in where else [])
+            | "GatherEdited" >> CollectAll()
+            | "EditedVectors" >> beam.FlatMap(_edited_vectors, where=where)
         )

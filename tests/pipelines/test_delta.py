@@ -46,6 +46,14 @@ def test_rebuilding_unchanged_input_embeds_nothing_and_changes_are_exact(
     d = moved.manifest.delta
     assert (d["new"], d["changed"], d["unchanged"], d["deleted"]) == (0, 6, 0, 1)
     assert [s.bundle_id for s in moved.manifest.segments] == ["moved"]  # b1: nothing live
+    # ... but only the edit is embedded: every other passage keeps b1's vector.
+    before = pq.read_table(os.path.join(bundle_path(str(root), "b1"), "chunks.parquet"))
+    vectors = dict(zip(before["text"].to_pylist(), before["embedding"].to_pylist(), strict=True))
+    after = pq.read_table(os.path.join(moved.path, "chunks.parquet")).to_pylist()
+    fresh = {c["text"] for c in after if c["text"] not in vectors}
+    assert fresh and all("Oolong" in text for text in fresh)
+    assert d["texts_embedded"] == len(fresh)
+    assert all(c["embedding"] == vectors[c["text"]] for c in after if c["text"] not in fresh)
     # Edited where they are: only the edit is rewritten.
     in_place = tmp_path / "in_place"
     shutil.copytree(validated_root, in_place)
