@@ -170,8 +170,9 @@ class ReadKnownVectors(beam.PTransform):
 def _edited_vectors(
     doc_ids: list[str], *, where: dict[str, str]
 ) -> Iterator[tuple[str, np.ndarray]]:
-    """The parent's chunk vectors of the edited documents ``doc_ids`` (each live in the
-    parent, in the segment whose chunk table ``where`` names), keyed by text."""
+    """The parent's chunk vectors of the edited documents among ``doc_ids`` (those
+    ``where`` names: live in the parent, in the segment with that chunk table), keyed by
+    text."""
     from transforms.embed import text_key
 
     by_table: dict[str, list[str]] = {}
@@ -210,10 +211,9 @@ class ReadEditedVectors(beam.PTransform):
         self._where = dict(where)
 
     def expand(self, changed: beam.PCollection) -> beam.PCollection:
-        where = self._where
         return (
             changed
-            | "EditedIds" >> beam.FlatMap(lambda d: [d.doc_id] if d.doc_id in where else [])
-            | "GatherEdited" >> CollectAll()
-            | "EditedVectors" >> beam.FlatMap(_edited_vectors, where=where)
+            | "ChangedIds" >> beam.Map(lambda d: d.doc_id)
+            | "GatherChanged" >> CollectAll()
+            | "EditedVectors" >> beam.FlatMap(_edited_vectors, where=self._where)
         )

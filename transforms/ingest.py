@@ -383,12 +383,6 @@ def duplicate_letter(doc_id: str, kept: str, dropped: str) -> DeadLetter:
     )
 
 
-def _line_of(source_uri: str) -> int:
-    """The line of a JSONL record's source (``path#L12`` -> 12); 0 for a whole file."""
-    _, _, line = source_uri.rpartition("#L")
-    return int(line) if line.isdigit() else 0
-
-
 def _deleted_by(doc: Document, mark: Tombstone) -> bool:
     """Whether ``mark`` removes ``doc``: always, unless ``doc`` comes after it in the same
     file (a feed that deletes a document, then adds it again)."""
