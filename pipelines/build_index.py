@@ -80,6 +80,7 @@ from transforms.delta import (
     reusable_parent,
 )
 from transforms.embed import EmbedChunks
+from transforms.gather import batched_rows
 from transforms.ingest import (
     DELETES,
     ReadDocuments,
@@ -286,8 +287,10 @@ def assemble(
         read_bad = (read_bad, delta[DUPLICATE]) | "IngestDeadLetters" >> beam.Flatten()
         _ = delta[UNCHANGED] | "WriteUnchangedIds" >> WriteTable(
             storage.join(staging, UNCHANGED_IDS),
-            to_table=lambda ids: pa.table({"doc_id": pa.array(ids, type=pa.string())}),
-            sort_key=lambda d: d,
+            to_table=lambda batches: pa.table(
+                {"doc_id": pa.array(sorted(batched_rows(batches)), type=pa.string())}
+            ),
+            sort_key=lambda batch: batch,
         )
         if config.knowledge.enabled and parent.knowledge is not None:
             update = IncrementalParent(
@@ -298,7 +301,8 @@ def assemble(
             )
         elif config.knowledge.enabled:
             kept = pipeline | "KeptExtraction" >> ReadExtraction(
-                [(s.path, s.ref.deleted_chunks) for s in parent.segments], keep=delta[UNCHANGED]
+                [(s.path, s.ref.deleted_chunks) for s in parent.segments],
+                keep=delta[UNCHANGED] | "UnchangedIds" >> beam.FlatMap(lambda batch: batch),
             )
     chunked = documents | "ChunkDocuments" >> ChunkDocuments(
         model=model_path, config=config.chunk, max_tokens=model.max_seq_length - 2

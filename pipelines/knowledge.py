@@ -82,7 +82,7 @@ class IncrementalParent:
     changed_since: float
     """The parent's share of entities changed since its communities were clustered."""
     unchanged: beam.PCollection
-    """The refresh's unchanged document ids."""
+    """The refresh's unchanged document ids, in batches (lists)."""
 
 
 def _failure(item: tuple[str, tuple[str, str]]) -> DeadLetter:

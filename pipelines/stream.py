@@ -50,12 +50,13 @@ from store.bundles import (
 )
 from store.memory import choose_memory_pool
 from store.models import keep_models_loaded
-from store.segments import open_segments
+from store.segments import EXTRACTED_STATEMENTS, open_segments
 
 logger = logging.getLogger(__name__)
 
-ROWS = (DOCUMENTS, CHUNKS)
-"""The segment tables whose rows every window reads (``store.segments.live_revisions``)."""
+ROWS = (DOCUMENTS, CHUNKS, EXTRACTED_STATEMENTS)
+"""The segment tables whose rows every window reads (``store.segments.live_revisions``,
+the knowledge update's statements)."""
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)?$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 

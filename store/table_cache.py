@@ -3,12 +3,14 @@ windows, each of which reads the knowledge tables and segment rows that the wind
 before it wrote and validated.
 
 Bundle files are immutable once written (a new generation writes new files), so a table
-read from one is keyed by the file's identity: path, inode, size and modification time.
-A rewritten file misses. A table this process has just written is kept as that file's
-(:func:`written`), and follows its staging folder when that is published (:func:`moved`),
-so validating a window's knowledge tables does not decode them again. The cache is off
-unless a process turns it on (:func:`enable`; ``evidex stream`` does), so one-off
-builds, validations and servers read from disk as before. Object-store paths are never
+read from one is keyed by the file's identity: path, device, inode, size and modification
+time. A rewritten file misses; a hard link of a file read before (a table a generation
+keeps unchanged from its parent) is found under its new path. A table this process has
+just written is kept as that file's (:func:`written`), and follows its staging folder when
+that is published (:func:`moved`), so validating a window's knowledge tables does not
+decode them again. The cache is off unless a process turns it on (:func:`enable`;
+``evidex stream`` does), so one-off builds, validations and servers read from disk as
+before. Object-store paths are never
 cached. What it holds is bounded by bytes, least recently used first out.
 
 Example:
@@ -32,8 +34,10 @@ DEFAULT_MAX_BYTES = 512 << 20
 """Enough for the knowledge tables of two SciFact-size generations (~210 MiB each in
 memory): a window's parent, and its own, which the next window reads as its parent."""
 
-_Key = tuple[tuple[str, int, int, int], Hashable]
-"""(file identity: real path, inode, size, modification time; what was read of it)"""
+_Identity = tuple[str, int, int, int, int]
+"""A file's real path, device, inode, size and modification time."""
+_Key = tuple[_Identity, Hashable]
+"""(file identity; what was read of it)"""
 _LOCK = threading.Lock()
 _entries: "OrderedDict[_Key, tuple[Any, int]]" = OrderedDict()
 _state = {"max_bytes": 0, "bytes": 0, "hits": 0, "misses": 0}
@@ -75,14 +79,15 @@ def stats() -> dict[str, int]:
         return {**_state, "entries": len(_entries)}
 
 
-def _identity(path: str) -> tuple[str, int, int, int] | None:
+def _identity(path: str) -> _Identity | None:
     if storage.is_remote(path):
         return None
     try:
         status = os.stat(path)
     except OSError:
         return None
-    return (os.path.realpath(path), status.st_ino, status.st_size, status.st_mtime_ns)
+    real = os.path.realpath(path)
+    return (real, status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns)
 
 
 def read(path: str, columns: list[str] | None, load: Callable[[], pa.Table]) -> pa.Table:
@@ -93,13 +98,35 @@ def read(path: str, columns: list[str] | None, load: Callable[[], pa.Table]) -> 
     if identity is None:
         return load()
     wanted = None if columns is None else tuple(columns)
-    found = _lookup((identity, wanted), (identity, None))
+    found = _lookup((identity, wanted), (identity, None), count=False) or _linked(identity, wanted)
+    with _LOCK:
+        _state["hits" if found is not None else "misses"] += 1
     if found is not None:
         key, table = found
         return table if key[1] == wanted or wanted is None else table.select(wanted)
     table = load()
     _put((identity, wanted), table, table.nbytes)
     return table
+
+
+def _linked(identity: _Identity, wanted: tuple[str, ...] | None) -> tuple[_Key, Any] | None:
+    """A table read from another link of the same file (same device, inode, size and
+    modification time), now kept under ``identity``'s path too (its bytes counted
+    under each path, until :func:`retain` lets the old one go)."""
+    with _LOCK:
+        found = next(
+            (
+                (key, entry)
+                for key, entry in reversed(_entries.items())
+                if key[0][1:] == identity[1:] and key[1] in (wanted, None)
+            ),
+            None,
+        )
+    if found is None:
+        return None
+    (_, what), (value, size) = found
+    _put((identity, what), value, size)
+    return (identity, what), value
 
 
 def written(path: str, table: pa.Table) -> None:
@@ -120,8 +147,9 @@ def moved(source: str, target: str) -> None:
     new = os.path.join(os.path.realpath(target), "")
     with _LOCK:
         for key in [k for k in _entries if k[0][0].startswith(old)]:
-            (path, inode, size, mtime), what = key
-            _entries[((new + path[len(old) :], inode, size, mtime), what)] = _entries.pop(key)
+            (path, device, inode, size, mtime), what = key
+            renamed = (new + path[len(old) :], device, inode, size, mtime)
+            _entries[(renamed, what)] = _entries.pop(key)
 
 
 def digest(path: str, compute: Callable[[str], str]) -> str:
@@ -162,16 +190,17 @@ def remember(path: str, tag: str, make: Callable[[], Any], size: int) -> Any:
     return value
 
 
-def _lookup(*keys: _Key) -> tuple[_Key, Any] | None:
-    """The first of ``keys`` held, and its value (counted as a hit), or None (a miss)."""
+def _lookup(*keys: _Key, count: bool = True) -> tuple[_Key, Any] | None:
+    """The first of ``keys`` held, and its value (counted as a hit), or None (a miss;
+    ``count=False``: the caller counts)."""
     with _LOCK:
         for key in keys:
             found = _entries.get(key)
             if found is not None:
                 _entries.move_to_end(key)
-                _state["hits"] += 1
+                _state["hits"] += count
                 return key, found[0]
-        _state["misses"] += 1
+        _state["misses"] += count
         return None
 
 

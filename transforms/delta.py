@@ -46,9 +46,9 @@ class _SplitFn(beam.DoFn):
 
     def process(self, item: tuple[str, dict[str, list[Any]]]) -> Iterator[Any]:
         doc_id, grouped = item
-        kept = bool(grouped["kept"]) and not grouped["deleted"]
-        if kept:  # live in a file that did not change, and no explicit delete names it
-            yield TaggedOutput(UNCHANGED, doc_id)
+        # Live in a file that did not change, and no explicit delete names it: it stays
+        # (its id is among the kept batch, :func:`_kept_batch`).
+        kept = doc_id in self._untouched and not grouped["deleted"]
         parent = set(grouped["parent"])
         for doc in grouped["docs"]:
             if kept:
@@ -57,10 +57,22 @@ class _SplitFn(beam.DoFn):
                 yield TaggedOutput(DUPLICATE, duplicate_letter(doc.doc_id, source, doc.source_uri))
             elif document_state(doc) in parent:
                 self._unchanged.inc()
-                yield TaggedOutput(UNCHANGED, doc.doc_id)
+                yield TaggedOutput(UNCHANGED, [doc.doc_id])
             else:
                 self._changed.inc()
                 yield doc
+
+
+def _kept_batch(untouched: list[str]) -> Any:
+    """The untouched ids no delete names, as one batch (none when that is empty)."""
+
+    def batch(deleted: list[str]) -> Iterator[list[str]]:
+        gone = set(deleted)
+        kept = [doc_id for doc_id in untouched if doc_id not in gone]
+        if kept:
+            yield kept
+
+    return batch
 
 
 class SplitByDelta(beam.PTransform):
@@ -69,7 +81,8 @@ class SplitByDelta(beam.PTransform):
     Example:
         >>> out = docs | SplitByDelta(parent_revisions, untouched={"a": "/in/a.txt"})
         >>> out["changed"]      # PCollection[Document] for the new segment
-        >>> out["unchanged"]    # PCollection[str]: ids of documents kept where they are
+        >>> out["unchanged"]    # PCollection[list[str]]: batches of the ids of the
+        ...                     # documents kept where they are
         >>> out["duplicate"]    # PCollection[DeadLetter]: ids an untouched file holds
 
     Args:
@@ -82,7 +95,8 @@ class SplitByDelta(beam.PTransform):
             ``parent_revisions`` are not needed), and a read document with one
             of their ids is a duplicate, dead-lettered (the untouched one stays: a refresh
             does not reread it to compare, where a full build keeps the record with the
-            smaller source).
+            smaller source). They leave as one batch, not one element each: a window of a
+            stream keeps thousands and reads a few.
     """
 
     def __init__(
@@ -100,18 +114,17 @@ class SplitByDelta(beam.PTransform):
     def expand(self, docs: beam.PCollection) -> Any:
         pipeline = docs.pipeline
         revisions = pipeline | "ParentRevisions" >> beam.Create(self._revisions, reshuffle=False)
-        kept = pipeline | "UntouchedIds" >> beam.Create(sorted(self._untouched), reshuffle=False)
         deletes = self._deletes
         if deletes is None:
             deletes = pipeline | "NoDeletes" >> beam.Create([], reshuffle=False)
+        deleted = deletes | "DeletedIds" >> beam.Map(lambda t: t.doc_id)
         split = (
             {
                 "docs": docs
                 | "KeyDocs"
                 >> beam.Map(lambda d: (d.doc_id, d)).with_output_types(tuple[str, Document]),
                 "parent": revisions,
-                "kept": kept | "KeyKept" >> beam.Map(lambda d: (d, True)),
-                "deleted": deletes | "KeyDeleted" >> beam.Map(lambda t: (t.doc_id, True)),
+                "deleted": deleted | "KeyDeleted" >> beam.Map(lambda doc_id: (doc_id, True)),
             }
             | "JoinParent" >> beam.CoGroupByKey()
             | "SplitChangedUnchanged"
@@ -119,9 +132,14 @@ class SplitByDelta(beam.PTransform):
                 UNCHANGED, DUPLICATE, main=CHANGED
             )
         )
+        kept = (
+            deleted
+            | "GatherDeletedIds" >> CollectAll()
+            | "KeptIds" >> beam.FlatMap(_kept_batch(sorted(self._untouched)))
+        )
         return {
             CHANGED: typed(split[CHANGED], Document),
-            UNCHANGED: split[UNCHANGED],
+            UNCHANGED: (split[UNCHANGED], kept) | "UnchangedBatches" >> beam.Flatten(),
             DUPLICATE: typed(split[DUPLICATE], DeadLetter),
         }
 

@@ -22,6 +22,7 @@ hundred rows of tables with hundreds of thousands, and moving every row through 
 would cost more than the work.
 """
 
+import bisect
 import json
 import logging
 import os
@@ -104,6 +105,43 @@ def _write_table(table: pa.Table, path: str) -> None:
     table_cache.written(path, table)
 
 
+class _Keys(Sequence[str]):
+    """An Arrow string column seen as a Python sequence, for :func:`bisect.bisect_left`."""
+
+    def __init__(self, column: pa.Array) -> None:
+        self._column = column
+
+    def __len__(self) -> int:
+        return len(self._column)
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._column[i].as_py()
+
+
+def _merged(kept: pa.Table, added: pa.Table, key: str) -> pa.Table:
+    """``kept`` (the parent's rows, sorted by ``key``) and ``added`` (a few rows) as one
+    table sorted by ``key``: the added rows are put in place between slices of the kept
+    ones, instead of sorting every row again (a window adds tens of rows to hundreds of
+    thousands). Sorts everything when ``kept`` is not sorted."""
+    if not added.num_rows:
+        return kept
+    ids = kept[key].combine_chunks()
+    ordered = len(ids) < 2 or bool(
+        pc.all(pc.greater(ids.slice(1), ids.slice(0, len(ids) - 1))).as_py()
+    )
+    if ids.null_count or not ordered:
+        return pa.concat_tables([kept, added]).sort_by(key)
+    added = added.sort_by(key)
+    keys = _Keys(ids)
+    pieces, start = [], 0
+    for row, value in enumerate(added[key].to_pylist()):
+        at = bisect.bisect_left(keys, value, lo=start)
+        pieces += [kept.slice(start, at - start), added.slice(row, 1)]
+        start = at
+    pieces.append(kept.slice(start))
+    return pa.concat_tables(pieces).combine_chunks()
+
+
 def _rows(table: pa.Table, row_type: Any) -> list[Any]:
     return [row_type(**r) for r in table.to_pylist()]
 
@@ -154,7 +192,7 @@ class _UpdateFn(beam.DoFn):
     def _update(self, gathered: dict[str, list[Any]], pool: ThreadPoolExecutor) -> Iterator[Any]:
         config, join = self._config, storage.join
         writes: list[Future[None]] = []
-        unchanged = pa.array(sorted(gathered["unchanged"]), type=pa.string())
+        unchanged = pa.array(sorted(batched_rows(gathered["unchanged"])), type=pa.string())
         new_mentions: list[Mention] = batched_rows(gathered["mentions"])
         new_statements: list[Statement] = batched_rows(gathered["statements"])
         acronyms = sorted((row[-2], row[-1]) for row in batched_rows(gathered["acronyms"]))
@@ -194,9 +232,11 @@ class _UpdateFn(beam.DoFn):
             entity_ids=set(parent_entities["entity_id"].to_pylist()),
         )
         new_mentions = [m._replace(entity_id=linked.assignment[m.mention_id]) for m in new_mentions]
-        mentions = pa.concat_tables(
-            [live_mentions.cast(MENTION_SCHEMA), records_table(new_mentions, MENTION_SCHEMA)]
-        ).sort_by("mention_id")
+        mentions = _merged(
+            live_mentions.cast(MENTION_SCHEMA),
+            records_table(new_mentions, MENTION_SCHEMA),
+            "mention_id",
+        )
         writes.append(pool.submit(_write_table, mentions, join(self._staging, bundles.MENTIONS)))
 
         # Entities: touched ones recomputed from their live mentions, empty ones removed.
@@ -221,12 +261,11 @@ class _UpdateFn(beam.DoFn):
             if members[e.entity_id]
         ]
         removed_entities = touched - {e.entity_id for e in refreshed}
-        entities = pa.concat_tables(
-            [
-                parent_entities.filter(pc.invert(touched_mask)).cast(ENTITY_SCHEMA),
-                records_table([*refreshed, *linked.entities], ENTITY_SCHEMA),
-            ]
-        ).sort_by("entity_id")
+        entities = _merged(
+            parent_entities.filter(pc.invert(touched_mask)).cast(ENTITY_SCHEMA),
+            records_table([*refreshed, *linked.entities], ENTITY_SCHEMA),
+            "entity_id",
+        )
         writes.append(pool.submit(_write_table, entities, join(self._staging, bundles.ENTITIES)))
         names = dict(
             zip(entities["entity_id"].to_pylist(), entities["name"].to_pylist(), strict=True)
@@ -408,7 +447,7 @@ class _UpdateFn(beam.DoFn):
 
 class UpdateKnowledge(beam.PTransform):
     """``{mentions, statements, acronyms}`` of the new segment (lists of rows, as
-    :class:`transforms.extract.ExtractKnowledge` emits them) and ``unchanged`` (doc ids)
+    :class:`transforms.extract.ExtractKnowledge` emits them) and ``unchanged`` (lists of doc ids)
     -> ``{update: one KnowledgeUpdate, texts: PCollection[str] to embed}``; writes the
     mentions and entities tables into ``staging``.
 
@@ -555,7 +594,7 @@ class _WriteSurfacesFn(beam.DoFn):
         fresh = vector_rows_table(
             pairs, RELATION_SCHEMA, self._dimension, row_id=lambda r: r.relation_id
         )
-        relations = pa.concat_tables([stay.cast(fresh.schema), fresh]).sort_by("relation_id")
+        relations = _merged(stay.cast(fresh.schema), fresh, "relation_id")
         gone = parent_relations.filter(removed_mask)
         gone_keys = gone.filter(pc.is_valid(gone["embedding"]))["ann_key"].to_numpy()
         added = keys_and_vectors(

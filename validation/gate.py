@@ -84,6 +84,10 @@ class ValidationReport(BaseModel):
     where unchanged (``None``: every row was checked)."""
     knowledge_rows_checked: dict[str, list[int]] | None = None
     """Per knowledge table, ``[rows the suite saw, rows in the table]``."""
+    references_of_changed_rows_only: bool = False
+    """Nothing a knowledge row can name (a document revision, chunk, entity or
+    relation of the parent's) was gone, so only the changed rows' references were
+    computed (the unchanged rows' were intact in the parent and name the same rows)."""
 
     def failed(self) -> list[CheckResult]:
         return [c for c in self.checks if not c.success]
@@ -279,6 +283,7 @@ def validate_bundle(
         passed=all(c.success for c in checks),
         checks=checks,
         compared_with=counted.pop("compared_with", None),
+        references_of_changed_rows_only=bool(counted.pop("grown", False)),
         knowledge_rows_checked=counted or None,
     )
     if write:
@@ -390,10 +395,13 @@ def _baseline(
     parent_keys = _revision_keys(
         pa.concat_tables(_live_in(s, DOCUMENTS, ["doc_id", "revision"]) for s in segments)
     )
+    chunks = pa.concat_tables(_live_in(s, CHUNKS, ["chunk_id"]) for s in segments)
     return increments.Baseline(
         bundle_id=parent_id,
         path=where,
         same_documents=pc.filter(live.doc_ids, pc.is_in(live_keys, value_set=parent_keys)),
+        documents_kept=increments.contains_all(live_keys, parent_keys),
+        chunk_ids=chunks["chunk_id"].combine_chunks(),
     )
 
 
@@ -478,15 +486,20 @@ def _partition_checks(
 
 def _knowledge_table(
     path: str, table: str, id_column: str, baseline: increments.Baseline | None
-) -> tuple[pa.Table, np.ndarray | None]:
-    """A knowledge table, and per row whether it changed since the baseline's."""
+) -> tuple[pa.Table, np.ndarray | None, bool]:
+    """A knowledge table, per row whether it changed since the baseline's, and whether
+    every id of the baseline's table is still in it."""
     rows = _whole_table(os.path.join(path, table))
     if baseline is None:
-        return rows, None
-    parent = os.path.join(baseline.path, table)
-    if not os.path.isfile(parent):
-        return rows, None
-    return rows, increments.changed_rows(rows, _whole_table(parent), id_column)
+        return rows, None, False
+    where = os.path.join(baseline.path, table)
+    if not os.path.isfile(where):
+        return rows, None, False
+    if os.path.samefile(where, os.path.join(path, table)):  # kept as it was (hard link)
+        return rows, np.zeros(rows.num_rows, dtype=bool), True
+    parent = _whole_table(where)
+    changed = increments.changed_rows(rows, parent, id_column)
+    return rows, changed, increments.contains_all(rows[id_column], parent[id_column])
 
 
 def _whole_table(path: str) -> pa.Table:
@@ -506,28 +519,52 @@ def _knowledge_checks(
     """The knowledge suites, on the rows each must see (:mod:`validation.increments`);
     ``counted`` receives the rows checked and held per table."""
     join = os.path.join
-    entities, changed = _knowledge_table(path, ENTITIES, "entity_id", baseline)
+    entities, entities_changed, entities_kept = _knowledge_table(
+        path, ENTITIES, "entity_id", baseline
+    )
+    mentions, mentions_changed, _ = _knowledge_table(path, MENTIONS, "mention_id", baseline)
+    relations, relations_changed, relations_kept = _knowledge_table(
+        path, RELATIONS, "relation_id", baseline
+    )
+    communities, communities_changed, communities_kept = _knowledge_table(
+        path, COMMUNITIES, "community_id", baseline
+    )
+    # Nothing a row can name is gone since the parent (documents with their revisions,
+    # chunks, entities, relations): the parent's rows kept unchanged still name what
+    # exists, so references are computed on the changed rows only.
+    grown = bool(
+        baseline is not None
+        and baseline.documents_kept
+        and baseline.chunk_ids is not None
+        and entities_kept
+        and relations_kept
+        and increments.contains_all(live.chunk_ids, baseline.chunk_ids)
+    )
+    counted["grown"] = grown
     entity_ids = entities["entity_id"].combine_chunks()
     frames: dict[str, tuple[pd.DataFrame, int]] = {
-        "entities": (knowledge.entities_frame(entities, live, changed), entities.num_rows)
+        "entities": (
+            knowledge.entities_frame(entities, live, entities_changed, grown=grown),
+            entities.num_rows,
+        )
     }
-    mentions, changed = _knowledge_table(path, MENTIONS, "mention_id", baseline)
     frames["mentions"] = (
         knowledge.mentions_frame(
             mentions,
             live,
             entity_ids,
-            changed,
+            mentions_changed,
             baseline.same_documents if baseline else None,
+            grown=grown,
         ),
         mentions.num_rows,
     )
-    relations, changed = _knowledge_table(path, RELATIONS, "relation_id", baseline)
     frames["relations"] = (
-        knowledge.relations_frame(relations, live, entity_ids, dimension, changed),
+        knowledge.relations_frame(
+            relations, live, entity_ids, dimension, relations_changed, grown=grown
+        ),
         relations.num_rows,
     )
-    communities, changed = _knowledge_table(path, COMMUNITIES, "community_id", baseline)
     frames["communities"] = (
         knowledge.communities_frame(
             communities,
@@ -535,7 +572,8 @@ def _knowledge_checks(
             entity_ids,
             relations["relation_id"].combine_chunks(),
             dimension,
-            changed,
+            communities_changed,
+            grown=grown and communities_kept,
         ),
         communities.num_rows,
     )

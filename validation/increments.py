@@ -146,3 +146,12 @@ class Baseline:
     same_documents: pa.Array
     """Ids of the documents live in both generations with the same revision: a row
     kept from the parent that quotes one of them quotes the text the parent checked."""
+    documents_kept: bool = False
+    """Every document live in the parent is live here with the same revision."""
+    chunk_ids: pa.Array | None = None
+    """The parent's live chunk ids."""
+
+
+def contains_all(known: pa.Array | pa.ChunkedArray, values: pa.Array | pa.ChunkedArray) -> bool:
+    """Whether every one of ``values`` is one of ``known`` (nothing was taken away)."""
+    return bool(is_in(values, flat(known)).all())

@@ -88,12 +88,21 @@ def _checked_frame(
     return frame
 
 
+def _candidates(table: pa.Table, id_column: str, changed: np.ndarray) -> pa.Table:
+    """The rows changed since the parent, and every row whose id is duplicated: when
+    nothing a row can name was taken away since the parent (``grown``), the only rows
+    whose references can be broken, so the only rows whose references are computed."""
+    return table.take(np.flatnonzero(changed | increments.duplicated(table[id_column])))
+
+
 def mentions_frame(
     table: pa.Table,
     live: LiveRows,
     entity_ids: pa.Array,
     changed: np.ndarray | None = None,
     same_documents: pa.Array | None = None,
+    *,
+    grown: bool = False,
 ) -> pd.DataFrame:
     """The mentions to check, with ``chunk_found``, ``span_text_matches``, ``entity_found``.
 
@@ -101,7 +110,11 @@ def mentions_frame(
         changed: per row, changed since the parent (``None``: check every row).
         same_documents: documents live in the parent with the same revision; an
             unchanged mention of any other document is checked again.
+        grown: no chunk, entity or document revision live in the parent is gone: the
+            references of the unchanged rows are not computed again.
     """
+    if grown and changed is not None:
+        return mentions_frame(_candidates(table, "mention_id", changed), live, entity_ids)
     chunk_doc = pc.take(live.chunk_docs, pc.index_in(table["chunk_id"], value_set=live.chunk_ids))
     if changed is not None and same_documents is not None:
         changed = changed | ~increments.is_in(table["doc_id"], same_documents)
@@ -134,10 +147,12 @@ def mentions_suite() -> gx.ExpectationSuite:
 
 
 def entities_frame(
-    table: pa.Table, live: LiveRows, changed: np.ndarray | None = None
+    table: pa.Table, live: LiveRows, changed: np.ndarray | None = None, *, grown: bool = False
 ) -> pd.DataFrame:
     """The entities to check, with ``has_aliases``, ``alias_counts_match``,
-    ``chunks_found`` (``changed`` as in :func:`mentions_frame`)."""
+    ``chunks_found`` (``changed`` and ``grown`` as in :func:`mentions_frame`)."""
+    if grown and changed is not None:
+        return entities_frame(_candidates(table, "entity_id", changed), live)
     frame = _checked_frame(
         table,
         "entity_id",
@@ -209,9 +224,14 @@ def relations_frame(
     entity_ids: pa.Array,
     dimension: int,
     changed: np.ndarray | None = None,
+    *,
+    grown: bool = False,
 ) -> pd.DataFrame:
     """The relations to check, with integrity flags and ``embedding_ok`` (``changed``
-    as in :func:`mentions_frame`)."""
+    and ``grown`` as in :func:`mentions_frame`)."""
+    if grown and changed is not None:
+        rows = _candidates(table, "relation_id", changed)
+        return relations_frame(rows, live, entity_ids, dimension)
     chunk_ids = table["chunk_ids"]
     frame = _checked_frame(
         table,
@@ -256,10 +276,18 @@ def communities_frame(
     relation_ids: pa.Array,
     dimension: int,
     changed: np.ndarray | None = None,
+    *,
+    grown: bool = False,
+    community_ids: pa.Array | None = None,
 ) -> pd.DataFrame:
     """The communities to check, with integrity flags, ``size_matches`` and
-    ``embedding_ok`` (``changed`` as in :func:`mentions_frame`)."""
-    own = increments.flat(table["community_id"])
+    ``embedding_ok`` (``changed`` and ``grown`` as in :func:`mentions_frame`, ``grown``
+    also meaning no community of the parent's is gone; ``community_ids``: every
+    community of the generation, when ``table`` holds some of them)."""
+    own = increments.flat(table["community_id"]) if community_ids is None else community_ids
+    if grown and changed is not None:
+        rows = _candidates(table, "community_id", changed)
+        return communities_frame(rows, live, entity_ids, relation_ids, dimension, community_ids=own)
     frame = _checked_frame(
         table,
         "community_id",

@@ -194,6 +194,61 @@ def test_a_refresh_is_checked_row_by_row_only_where_it_changed(roots, tmp_path):
 
 
 @pytest.mark.slow
+def test_after_an_addition_only_the_changed_rows_references_are_computed(roots, tmp_path):
+    root = _copy_of(roots[0], tmp_path)
+    edit = validate_bundle(bundle_path(root, "k2"), write=False)
+    assert edit.passed and not edit.references_of_changed_rows_only  # a revision changed
+    path = bundle_path(root, "k4")
+    added = validate_bundle(path, write=False)
+    assert added.passed and added.compared_with == "k3"
+    assert added.references_of_changed_rows_only
+    checked, held = added.knowledge_rows_checked["mentions"]
+    assert 0 < checked < held
+    assert added.knowledge_rows_checked["communities"][0] == 0  # kept byte for byte
+    full = validate_bundle(path, write=False, every_row=True)
+    assert not full.references_of_changed_rows_only and _outcome(full) == _outcome(added)
+    # A new mention naming no entity fails; the parent's rows are not looked at again.
+    mentions = pq.read_table(os.path.join(path, "mentions.parquet"))
+    fresh = pc.invert(
+        pc.is_in(
+            mentions["mention_id"],
+            value_set=_mentions_kept_from(path, bundle_path(root, "k3"))["mention_id"],
+        )
+    )
+    first = pc.index(fresh, True).as_py()
+    entity = mentions.schema.get_field_index("entity_id")
+    ids = mentions["entity_id"].to_pylist()
+    ids[first] = "0" * 64
+    _rewrite_with_checksum(
+        path,
+        "mentions.parquet",
+        mentions.set_column(entity, mentions.schema.field(entity), pa.array(ids, pa.string())),
+    )
+    report = validate_bundle(path, write=False)
+    assert report.references_of_changed_rows_only
+    failed = {c.name: c.observed for c in report.failed()}
+    assert (
+        failed["mentions.expect_column_values_to_be_in_set(entity_found)"]["unexpected_count"] == 1
+    )
+    assert _outcome(validate_bundle(path, write=False, every_row=True)) == _outcome(report)
+    # An entity of the parent's removed: every row's references are computed again.
+    kept = _mentions_kept_from(path, bundle_path(root, "k3"))
+    victim = kept["entity_id"][0].as_py()
+    entities = pq.read_table(os.path.join(path, "entities.parquet"))
+    _rewrite_with_checksum(
+        path, "entities.parquet", entities.filter(pc.not_equal(entities["entity_id"], victim))
+    )
+    report = validate_bundle(path, write=False)
+    assert not report.references_of_changed_rows_only
+    failed = {c.name: c.observed for c in report.failed()}
+    victims = sum(1 for e in ids if e == victim)
+    assert (
+        failed["mentions.expect_column_values_to_be_in_set(entity_found)"]["unexpected_count"]
+        == victims + 1
+    )
+
+
+@pytest.mark.slow
 def test_an_unchanged_row_whose_reference_broke_duplicates_and_bad_new_spans_fail(roots, tmp_path):
     root = _copy_of(roots[0], tmp_path)
     path, parent = bundle_path(root, "k2"), bundle_path(root, "k1")

@@ -204,3 +204,38 @@ def test_object_notifications_replace_polling_on_the_beam_engine(tmp_path):
     assert {"Window", "OneKey", "PerWindow", "Refresh"} <= polled & notified
     with pytest.raises(SystemExit, match="--engine beam"):
         run(["--input", str(tmp_path), "--notifications", "projects/p/subscriptions/s"])
+
+
+def test_a_stream_keeps_in_memory_only_what_its_next_window_reads(two_bundle_root):
+    import pyarrow.parquet as pq
+
+    from pipelines.stream import ROWS, retain_active_tables
+    from store import table_cache
+    from store.segments import EXTRACTED_STATEMENTS
+
+    root = str(two_bundle_root)
+    assert read_active(root) == "b1" and EXTRACTED_STATEMENTS in ROWS
+    active, other = bundle_path(root, "b1"), bundle_path(root, "b2")
+    files = [os.path.join(b, name) for b in (active, other) for name in ROWS]
+    files += [os.path.join(other, "entities.parquet")]
+    assert all(os.path.isfile(f) for f in files), files
+    table_cache.disable()
+    table_cache.enable(64 << 20)
+    try:
+        for path in files:
+            table_cache.read(path, None, lambda path=path: pq.read_table(path))
+        retain_active_tables(root)
+        assert table_cache.stats()["entries"] == len(ROWS)
+        loads: list[str] = []
+
+        def load(path: str):
+            loads.append(path)
+            return pq.read_table(path)
+
+        for path in files[: len(ROWS)]:  # the active generation's rows: from memory
+            table_cache.read(path, None, lambda path=path: load(path))
+        assert loads == []
+        table_cache.read(files[-1], None, lambda: load(files[-1]))
+        assert loads == [files[-1]]  # another generation's: read again
+    finally:
+        table_cache.disable()

@@ -148,3 +148,20 @@ def test_without_the_cache_every_hash_reads_the_file(tmp_path):
     for _ in range(2):
         table_cache.digest(path, lambda p: hashed.append(p) or "x")
     assert hashed == [path, path]
+
+
+def test_a_hard_link_of_a_file_read_before_is_read_from_memory(cache, tmp_path):
+    path, calls = _write(tmp_path / "parent.parquet", 3), []
+    first = cache.read(path, None, _reader(path, None, calls))
+    link = str(tmp_path / "child.parquet")
+    os.link(path, link)  # the next generation keeps the table unchanged
+    copy = str(tmp_path / "copy.parquet")
+    _write(copy, 3)  # the same rows in another file
+    assert cache.read(link, ["n"], _reader(link, ["n"], calls))["n"].to_pylist() == [0, 1, 2]
+    assert cache.read(link, None, _reader(link, None, calls)) is first
+    assert calls == [None]  # the parent's one read
+    cache.retain(lambda file: file == os.path.realpath(link))  # the parent's entry goes
+    assert cache.read(link, None, _reader(link, None, calls)) is first and calls == [None]
+    cache.read(copy, None, _reader(copy, None, calls))
+    assert calls == [None, None]
+    assert cache.stats()["hits"] == 3 and cache.stats()["misses"] == 2
