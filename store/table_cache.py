@@ -10,8 +10,8 @@ just written is kept as that file's (:func:`written`), and follows its staging f
 that is published (:func:`moved`), so validating a window's knowledge tables does not
 decode them again. The cache is off unless a process turns it on (:func:`enable`;
 ``evidex stream`` does), so one-off builds, validations and servers read from disk as
-before. Object-store paths are never
-cached. What it holds is bounded by bytes, least recently used first out.
+before. Object-store paths are never cached. What it holds is bounded by bytes, least
+recently used first out.
 
 Example:
     >>> enable(512 << 20)
