@@ -375,6 +375,9 @@ def cmd_compact(args: argparse.Namespace, beam_args: list[str]) -> int:
         "activated": False,
     }
     if not report.passed:
+        payload["failed_checks"] = [
+            {"name": c.name, "observed": c.observed} for c in report.failed()
+        ]
         failed = ", ".join(c.name for c in report.failed()[:3])
         _emit(payload, args.json, f"compacted {result.bundle_id}, but validation failed: {failed}")
         return 1

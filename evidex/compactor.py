@@ -152,10 +152,15 @@ class BackgroundCompaction:
         except ValueError:  # no object, or not JSON
             payload = {}
         if running.process.returncode != 0 or not payload.get("compacted"):
+            checks = payload.get("failed_checks") or []
+            refused = ", ".join(f"{c['name']} = {c['observed']}" for c in checks[:3])
+            with open(running.log.name, "a", encoding="utf-8") as log:
+                log.write(output)  # the child's report (its failed checks) joins its stderr
             self._failure = (
                 f"background compaction of {running.source} failed (exit "
                 f"{running.process.returncode}, validation "
-                f"{payload.get('validation', 'not reached')}); log: {running.log.name}"
+                f"{payload.get('validation', 'not reached')}"
+                f"{': ' + refused if refused else ''}); log: {running.log.name}"
             )
             logger.warning("%s", self._failure)
             return None

@@ -142,6 +142,27 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
+_TIE = 1e-5
+"""Cosine scores this close count as equal (float32 dot products of unit vectors)."""
+
+
+def _recalls(
+    index: Any, keys: np.ndarray, vectors: np.ndarray, picked: np.ndarray, depth: int
+) -> list[float]:
+    """Per picked row, the share of the index's top ``depth`` keys that belong in the
+    exact top ``depth``: a key counts when its exact score reaches the ``depth``-th best
+    score, so among vectors that tie (the same passage in two documents) any one is right."""
+    scores = vectors[picked] @ vectors.T
+    kth = -np.partition(-scores, depth - 1, axis=1)[:, depth - 1]
+    found = np.asarray(index.search(vectors[picked], depth).keys).reshape(len(picked), depth)
+    order = np.argsort(keys, kind="stable")
+    at = np.searchsorted(keys, found, sorter=order).clip(0, len(keys) - 1)
+    rows = order[at]
+    known = keys[rows] == found
+    reached = np.take_along_axis(scores, rows, axis=1) >= kth[:, None] - _TIE
+    return [float(n) / depth for n in (known & reached).sum(axis=1)]
+
+
 def ann_checks(
     index_path: str,
     keys: np.ndarray,
@@ -179,11 +200,7 @@ def ann_checks(
     rng = np.random.default_rng(seed)
     picked = np.sort(rng.choice(len(keys), size=min(sample, len(keys)), replace=False))
     depth = min(k, len(keys))
-    exact = np.argsort(-(vectors[picked] @ vectors.T), axis=1, kind="stable")[:, :depth]
-    found = np.asarray(index.search(vectors[picked], depth).keys).reshape(len(picked), depth)
-    recalls = [
-        len(set(keys[row].tolist()) & set(found[i].tolist())) / depth for i, row in enumerate(exact)
-    ]
+    recalls = _recalls(index, keys, vectors, picked, depth)
     mean, low = float(np.mean(recalls)), float(np.min(recalls))
     checks.append(
         CheckResult(
@@ -498,8 +515,8 @@ def _knowledge_table(
     if os.path.samefile(where, os.path.join(path, table)):  # kept as it was (hard link)
         return rows, np.zeros(rows.num_rows, dtype=bool), True
     parent = _whole_table(where)
-    changed = increments.changed_rows(rows, parent, id_column)
-    return rows, changed, increments.contains_all(rows[id_column], parent[id_column])
+    changed, kept = increments.compared(rows, parent, id_column)
+    return rows, changed, kept
 
 
 def _whole_table(path: str) -> pa.Table:

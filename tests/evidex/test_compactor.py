@@ -35,3 +35,38 @@ def test_a_failed_background_compaction_is_reported_once(tmp_path):
     finally:
         compactor.stop()
     assert read_active(root) is None
+
+
+def test_a_refused_compaction_says_which_checks_failed(tmp_path):
+    """The child's report (``evidex compact --json``) names the failed checks: the
+    progress line quotes them and the log keeps the report."""
+    import json
+    import subprocess
+    import sys
+    import tempfile
+
+    from evidex.compactor import _Running
+
+    report = {
+        "compacted": True,
+        "validation": "failed",
+        "failed_checks": [{"name": "ann.mean_recall@10", "observed": 0.975}],
+    }
+    child = f"import sys; print({json.dumps(json.dumps(report))}); sys.exit(1)"
+    compactor = BackgroundCompaction(str(tmp_path))
+    # As maybe_start opens them: finished() closes both.
+    out = tempfile.TemporaryFile()  # noqa: SIM115
+    log = tempfile.NamedTemporaryFile(  # noqa: SIM115
+        prefix="evidex-compact-", suffix=".log", delete=False
+    )
+    process = subprocess.Popen([sys.executable, "-c", child], stdout=out, stderr=log)
+    compactor._running = _Running(process, "b1", {}, out, log)
+    process.wait(60)
+    try:
+        assert compactor.finished() is None
+        failure = compactor.take_failure()
+        assert "failed (exit 1, validation failed: ann.mean_recall@10 = 0.975)" in failure
+        with open(log.name, encoding="utf-8") as handle:
+            assert json.loads(handle.read())["failed_checks"] == report["failed_checks"]
+    finally:
+        os.unlink(log.name)

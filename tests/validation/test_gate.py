@@ -122,3 +122,27 @@ def test_ann_qualification_handles_tiny_indexes(tmp_path, n):
     build_index(keys, vectors, config=AnnConfig()).save(path)
     checks = {c.name: c for c in ann_checks(path, keys, vectors)}
     assert checks[f"ann.mean_recall@{n}"].success and checks[f"ann.mean_recall@{n}"].observed == 1.0
+
+
+def test_ann_recall_counts_tied_vectors_as_found(tmp_path):
+    """The same passage in several documents gives equal vectors: whichever of them the
+    index returns is a right answer, so a healthy index over duplicates passes."""
+    import numpy as np
+
+    from store.config import AnnConfig
+    from transforms.ann import build_index
+
+    rng = np.random.default_rng(3)
+    distinct = rng.standard_normal((100, 16)).astype(np.float32)
+    distinct /= np.linalg.norm(distinct, axis=1, keepdims=True)
+    vectors = np.repeat(distinct, 4, axis=0)  # every vector four times, under four keys
+    keys = rng.permutation(np.arange(1000, 1400, dtype=np.uint64))
+    path = str(tmp_path / "dup.usearch")
+    build_index(keys, vectors, config=AnnConfig()).save(path)
+    checks = {c.name: c for c in ann_checks(path, keys, vectors)}
+    assert checks["ann.mean_recall@10"].observed == 1.0
+    assert checks["ann.min_recall@10"].observed == 1.0
+    # Ties are no loophole: the same index with its keys shuffled among the groups fails.
+    wrong = str(tmp_path / "wrong.usearch")
+    build_index(keys, np.roll(vectors, 4, axis=0), config=AnnConfig()).save(wrong)
+    assert not {c.name: c for c in ann_checks(wrong, keys, vectors)}["ann.mean_recall@10"].success
