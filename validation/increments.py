@@ -9,14 +9,20 @@ chunk, entity or document it names that is gone or changed). So those references
 checked on every row here, vectorized, and the row checks run on what changed.
 """
 
+import bisect
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from store.sorted_columns import Scalars, increasing
+
 _MAX_RUNS = 2000
 """More stretches than this and :func:`changed_rows` compares taken rows instead."""
+_MAX_GAPS = 256
+"""More places than this where two sorted id columns part and :func:`parent_rows`
+hashes them instead of walking them."""
 
 
 def as_flags(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
@@ -69,9 +75,77 @@ def _changed_by_take(table: pa.Table, parent: pa.Table, index: np.ndarray) -> np
     return changed
 
 
+def _walked(ids: pa.Array, parent_ids: pa.Array) -> np.ndarray | None:
+    """:func:`parent_rows` of two increasing id columns that part in at most
+    ``_MAX_GAPS`` places (rows added or removed), else ``None``.
+
+    Where both columns hold the same id, the stretch of ids they share from there is
+    bisected for its end (with rows only added, or only removed, a row that matches
+    says every row before it matches) and then compared whole; where they part, each
+    skips by bisection to the other's next id. Nothing is hashed."""
+    mine, theirs = Scalars(ids), Scalars(parent_ids)
+    n, m = len(ids), len(parent_ids)
+    index = np.full(n, -1, dtype=np.int64)
+    i = j = gaps = 0
+    while i < n and j < m:
+        if gaps > _MAX_GAPS:
+            return None
+        gaps += 1
+        a, b = mine[i], theirs[j]
+        if a < b:  # rows the parent does not have
+            i = bisect.bisect_left(mine, b, i)
+            continue
+        if a > b:  # parent rows this table does not have
+            j = bisect.bisect_left(theirs, a, j)
+            continue
+        low, high = 1, min(n - i, m - j)
+        while low < high:
+            middle = (low + high + 1) // 2
+            if mine[i + middle - 1] == theirs[j + middle - 1]:
+                low = middle
+            else:
+                high = middle - 1
+        if not ids.slice(i, low).equals(parent_ids.slice(j, low)):
+            # Rows added and removed in between cancelled out: the stretch ends at the
+            # first difference.
+            low = int(np.argmin(as_flags(pc.equal(ids.slice(i, low), parent_ids.slice(j, low)))))
+        index[i : i + low] = np.arange(j, j + low)
+        i, j = i + low, j + low
+    return index
+
+
+def parent_rows(
+    ids: pa.Array | pa.ChunkedArray, parent_ids: pa.Array | pa.ChunkedArray
+) -> np.ndarray:
+    """Per id: the row of ``parent_ids`` that holds it, -1 for none.
+
+    Knowledge tables are written sorted by id and a refresh changes a few rows, so the
+    two columns are usually walked in order (:func:`_walked`); otherwise hashed."""
+    ids, parent_ids = flat(ids), flat(parent_ids)
+    if increasing(ids) and increasing(parent_ids):
+        walked = _walked(ids, parent_ids)
+        if walked is not None:
+            return walked
+    found = pc.index_in(ids, value_set=parent_ids)
+    return pc.fill_null(found, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def compared(table: pa.Table, parent: pa.Table, id_column: str) -> tuple[np.ndarray, bool]:
+    """:func:`changed_rows`, and whether every id of ``parent`` is still in ``table``."""
+    index = parent_rows(table[id_column], parent[id_column])
+    kept = np.zeros(parent.num_rows, dtype=bool)
+    kept[index[index >= 0]] = True
+    return _changed(table, parent, index), bool(kept.all())
+
+
 def changed_rows(table: pa.Table, parent: pa.Table, id_column: str) -> np.ndarray:
     """Per row of ``table``: it has no row of the same id in ``parent``, or that row
-    differs in some column. Every row is changed when the two tables' columns differ.
+    differs in some column. Every row is changed when the two tables' columns differ."""
+    return _changed(table, parent, parent_rows(table[id_column], parent[id_column]))
+
+
+def _changed(table: pa.Table, parent: pa.Table, index: np.ndarray) -> np.ndarray:
+    """:func:`changed_rows`, given each row's parent row (``index``).
 
     Both tables are usually in the same order (by id), so the matched rows fall in a
     few long stretches of consecutive parent rows: each stretch is compared column by
@@ -79,8 +153,6 @@ def changed_rows(table: pa.Table, parent: pa.Table, id_column: str) -> np.ndarra
     """
     if table.schema.names != parent.schema.names:
         return np.ones(table.num_rows, dtype=bool)
-    found = pc.index_in(table[id_column], value_set=flat(parent[id_column]))
-    index = pc.fill_null(found, -1).to_numpy(zero_copy_only=False).astype(np.int64)
     starts, origins, lengths = _runs(index)
     if len(starts) > _MAX_RUNS:  # little order in common: compare row by row
         return _changed_by_take(table, parent, index)
@@ -112,16 +184,6 @@ def all_in(lists: pa.Array | pa.ChunkedArray, known: pa.Array) -> np.ndarray:
         owners = pc.list_parent_indices(lists).to_numpy()
         ok[np.unique(owners[missing])] = False
     return ok
-
-
-def increasing(values: pa.Array) -> bool:
-    """Whether every value is greater than the one before it (no nulls)."""
-    if len(values) < 2:
-        return values.null_count == 0
-    if values.null_count:
-        return False
-    later = pc.greater(values.slice(1), values.slice(0, len(values) - 1))
-    return bool(pc.all(later).as_py())
 
 
 def duplicated(ids: pa.Array | pa.ChunkedArray) -> np.ndarray:

@@ -6,9 +6,10 @@ import pyarrow as pa
 from validation.increments import (
     all_in,
     changed_rows,
+    compared,
     duplicated,
-    increasing,
     is_in,
+    parent_rows,
     same_values,
 )
 
@@ -61,11 +62,9 @@ def test_reference_checks_on_whole_columns():
 def test_duplicates_in_a_sorted_id_column():
     # Sorted and strictly increasing: nothing repeated, found without counting.
     assert not duplicated(pa.chunked_array([["a", "b"], ["c", "d"]])).any()
-    assert increasing(pa.array(["a", "b", "c"])) and not increasing(pa.array(["a", "a"]))
     # Sorted with a repeat, or with a null: every copy is flagged, as for unsorted ids.
     assert duplicated(pa.array(["a", "b", "b", "c"])).tolist() == [False, True, True, False]
     assert duplicated(pa.array(["a", None, "c", "c"])).tolist() == [False, False, True, True]
-    assert not increasing(pa.array(["a", None, "c"]))
 
 
 def test_stretches_and_row_by_row_comparison_agree():
@@ -86,3 +85,36 @@ def test_stretches_and_row_by_row_comparison_agree():
     assert (shuffled == in_order[order]).all()
     expected = [row["id"] not in set(ids) or row["name"] == "edited" for row in table.to_pylist()]
     assert in_order.tolist() == expected
+
+
+def _hashed(ids, parent_ids):
+    """Each id's parent row by a dictionary: what parent_rows must agree with."""
+    where = {value: row for row, value in enumerate(parent_ids)}
+    return [where.get(value, -1) for value in ids]
+
+
+def test_sorted_ids_are_walked_to_the_same_parent_rows():
+    rng = np.random.default_rng(11)
+    universe = sorted(f"{value:08x}" for value in rng.choice(10**8, size=4000, replace=False))
+    for added, removed in [(0, 0), (3, 0), (0, 5), (30, 30), (400, 400), (900, 0)]:
+        parent = sorted(rng.choice(universe[:3000], size=2500, replace=False).tolist())
+        gone = set(rng.choice(parent, size=removed, replace=False).tolist())
+        new = rng.choice(universe[3000:], size=added, replace=False).tolist()
+        ids = sorted([p for p in parent if p not in gone] + new)
+        rows = parent_rows(pa.array(ids), pa.chunked_array([parent[:900], parent[900:]]))
+        assert rows.tolist() == _hashed(ids, parent), (added, removed)
+    # A row added and another removed between two matches: the stretch is cut where
+    # they differ, not taken whole.
+    parent, ids = ["a", "b", "d", "e"], ["a", "c", "d", "e"]
+    assert parent_rows(pa.array(ids), pa.array(parent)).tolist() == [0, -1, 2, 3]
+    # Unsorted ids are hashed.
+    assert parent_rows(pa.array(["e", "a"]), pa.array(parent)).tolist() == [3, 0]
+
+
+def test_compared_says_whether_every_parent_id_is_kept():
+    parent = _table(["a", "b", "c"], ["A", "B", "C"], [[], [], []])
+    grown = _table(["a", "b", "bb", "c"], ["A", "B", "new", "C"], [[], [], [], []])
+    changed, kept = compared(grown, parent, "id")
+    assert changed.tolist() == [False, False, True, False] and kept
+    changed, kept = compared(grown.take([0, 2, 3]), parent, "id")
+    assert changed.tolist() == [False, True, False] and not kept
