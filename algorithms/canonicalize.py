@@ -296,7 +296,7 @@ def link_mentions(
     by_squashed: dict[str, dict[str, KnownUnit]] = defaultdict(dict)
     for (norm, tclass), unit in sorted(known.items()):
         by_squashed[squashed(norm)].setdefault(tclass, unit)
-    known_ids = {unit.entity_id for unit in known.values()} | set(entity_ids)
+    known_ids = {unit.entity_id for unit in known.values()}
     assignment: dict[str, str] = {}
     unmatched: list[MentionRef] = []
     for m in mentions:
@@ -310,7 +310,10 @@ def link_mentions(
         unmatched, acronyms, embed=embed, similarity=similarity, max_block=max_block
     )
     assignment.update(fresh.assignment)
-    return Canonicalized([e for e in fresh.entities if e.entity_id not in known_ids], assignment)
+    entities = [
+        e for e in fresh.entities if e.entity_id not in known_ids and e.entity_id not in entity_ids
+    ]
+    return Canonicalized(entities, assignment)
 
 
 def refreshed_entity(entity: Entity, members: Sequence[MentionRef]) -> Entity:

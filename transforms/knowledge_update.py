@@ -29,7 +29,7 @@ import os
 import shutil
 import tempfile
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, NamedTuple
 
@@ -64,6 +64,7 @@ from schemas import (
 from store import bundles, storage, table_cache
 from store.config import AnnConfig, KnowledgeConfig
 from store.segments import EXTRACTED_STATEMENTS
+from store.sorted_columns import Scalars, increasing
 from transforms.ann import AnnKeyCollisionError, build_index, keys_and_vectors, save_index
 from transforms.canonicalize import NameEncoder
 from transforms.community_cut import cut_communities
@@ -105,17 +106,36 @@ def _write_table(table: pa.Table, path: str) -> None:
     table_cache.written(path, table)
 
 
-class _Keys(Sequence[str]):
-    """An Arrow string column seen as a Python sequence, for :func:`bisect.bisect_left`."""
+class _Lookup(Mapping[str, Any]):
+    """id -> value, looked up by bisection in two Arrow columns sorted by id, so a window
+    reads into Python only the few ids it asks for, not every entity's."""
 
-    def __init__(self, column: pa.Array) -> None:
-        self._column = column
+    def __init__(self, ids: pa.Array, values: pa.Array) -> None:
+        self._ids, self._keys, self._values = ids, Scalars(ids), values
+
+    @classmethod
+    def of(cls, table: pa.Table, key: str, value: str) -> Mapping[str, Any]:
+        """The lookup, or a plain dict when ``table`` is not sorted by ``key``."""
+        ids = table[key].combine_chunks()
+        if not increasing(ids):
+            return dict(zip(ids.to_pylist(), table[value].to_pylist(), strict=True))
+        return cls(ids, table[value].combine_chunks())
+
+    def __getitem__(self, key: str) -> Any:
+        at = bisect.bisect_left(self._keys, key)
+        if at == len(self._keys) or self._keys[at] != key:
+            raise KeyError(key)
+        return self._values[at].as_py()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ids.to_pylist())
 
     def __len__(self) -> int:
-        return len(self._column)
+        return len(self._ids)
 
-    def __getitem__(self, i: Any) -> Any:
-        return self._column[i].as_py()
+    def whole(self) -> dict[str, Any]:
+        """Every pair as a dict, read in one go (for work that visits every id)."""
+        return dict(zip(self._ids.to_pylist(), self._values.to_pylist(), strict=True))
 
 
 def _merged(kept: pa.Table, added: pa.Table, key: str) -> pa.Table:
@@ -126,13 +146,10 @@ def _merged(kept: pa.Table, added: pa.Table, key: str) -> pa.Table:
     if not added.num_rows:
         return kept
     ids = kept[key].combine_chunks()
-    ordered = len(ids) < 2 or bool(
-        pc.all(pc.greater(ids.slice(1), ids.slice(0, len(ids) - 1))).as_py()
-    )
-    if ids.null_count or not ordered:
+    if not increasing(ids):
         return pa.concat_tables([kept, added]).sort_by(key)
     added = added.sort_by(key)
-    keys = _Keys(ids)
+    keys = Scalars(ids)
     pieces, start = [], 0
     for row, value in enumerate(added[key].to_pylist()):
         at = bisect.bisect_left(keys, value, lo=start)
@@ -229,7 +246,7 @@ class _UpdateFn(beam.DoFn):
             embed=self._embed,
             similarity=config.merge_similarity,
             max_block=config.max_block_size,
-            entity_ids=set(parent_entities["entity_id"].to_pylist()),
+            entity_ids=_Lookup.of(parent_entities, "entity_id", "entity_id").keys(),
         )
         new_mentions = [m._replace(entity_id=linked.assignment[m.mention_id]) for m in new_mentions]
         mentions = _merged(
@@ -267,9 +284,7 @@ class _UpdateFn(beam.DoFn):
             "entity_id",
         )
         writes.append(pool.submit(_write_table, entities, join(self._staging, bundles.ENTITIES)))
-        names = dict(
-            zip(entities["entity_id"].to_pylist(), entities["name"].to_pylist(), strict=True)
-        )
+        names = _Lookup.of(entities, "entity_id", "name")
 
         # Relations: the touched keys are aggregated again from their live statements.
         # The parent's relation table is read once, vectors included: the vectors say
@@ -326,8 +341,7 @@ class _UpdateFn(beam.DoFn):
             for r in aggregate_relations([*kept_statements, *new_statements], assignment, names)
             if r.relation_id in touched_relations
         ]
-        present = set(parent_relations["relation_id"].to_pylist())
-        removed_relations = sorted(touched_relations & present)
+        removed_relations = sorted(set(touched_rows["relation_id"].to_pylist()))
 
         # Communities: kept until enough of the entity graph changed since clustering.
         edges_changed = set(new_ids) | removed_entities
@@ -342,7 +356,10 @@ class _UpdateFn(beam.DoFn):
         recomputed = {r.relation_id for r in relations}
         if reclustered:
             communities: pa.Table | None = self._clustered(
-                parent_relations, removed_relations, relations, names
+                parent_relations,
+                removed_relations,
+                relations,
+                names.whole() if isinstance(names, _Lookup) else dict(names),
             )
             share = 0.0
         elif gone_mentions.num_rows or removed_entities or set(removed_relations) - recomputed:

@@ -1,12 +1,13 @@
 """A refresh's knowledge rows are put in place among the parent's sorted rows
-(transforms.knowledge_update._merged) instead of sorting every row again."""
+(transforms.knowledge_update._merged) instead of sorting every row again, and looked up
+in them by bisection (_Lookup) instead of reading every row into Python."""
 
 import random
 
 import pyarrow as pa
 import pytest
 
-from transforms.knowledge_update import _merged
+from transforms.knowledge_update import _Lookup, _merged
 
 SCHEMA = pa.schema([("id", pa.string()), ("n", pa.int64())])
 
@@ -31,3 +32,23 @@ def test_unsorted_kept_rows_are_sorted_with_the_added():
     merged = _merged(_table(["00009", "00002"]), _table(["00005"]), "id")
     assert merged["id"].to_pylist() == ["00002", "00005", "00009"]
     assert merged["n"].to_pylist() == [2, 5, 9]
+
+
+@pytest.mark.parametrize("shuffled", [False, True])
+def test_lookups_find_what_a_dict_finds(shuffled):
+    rng = random.Random(5)
+    ids = sorted(f"{x:05d}" for x in rng.sample(range(100_000), 200))
+    if shuffled:
+        rng.shuffle(ids)  # not sorted: a plain dict, same answers
+    table = _table(ids)
+    lookup = _Lookup.of(table, "id", "n")
+    assert isinstance(lookup, _Lookup) != shuffled
+    assert all(lookup[i] == int(i) for i in ids) and len(lookup) == 200
+    absent = [f"{x:05d}" for x in range(0, 100_000, 997) if f"{x:05d}" not in set(ids)]
+    assert absent and not any(i in lookup for i in absent)
+    keys = lookup.keys()  # the set link_mentions is given as the known entity ids
+    assert all(i in keys for i in ids[:20]) and "x" not in keys
+    with pytest.raises(KeyError):
+        lookup[absent[0]]
+    if not shuffled:
+        assert lookup.whole() == {i: int(i) for i in ids} == dict(lookup)
