@@ -688,16 +688,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "stream",
         help="watch an input and publish a validated segment per window",
-        description="Watch INPUT (a local timer by default; Beam's continuous file matching "
-        "with --engine beam); for each window in which files are present, refresh the "
-        "active generation to the input's current state: only files whose size or "
-        "modification time changed are read, their new and changed documents become one "
-        "new segment, documents of vanished files are deleted, and the rest stay where "
-        "they are unread. The generation is validated and activated only if it passes. "
+        description="Watch INPUT and publish one validated generation per window in which "
+        "files arrived, changed or vanished. Each window's new and changed files are parsed, "
+        "chunked, embedded and parsed by spaCy (documents the active generation holds in the "
+        "same state are skipped; an edit's unchanged passages keep their vectors); the "
+        "window's rows become one new segment beside the active generation's, documents of "
+        "vanished files or records are deleted, the knowledge layer is updated, and the "
+        "generation is validated and activated only if it passes (compare-and-swap). The "
+        "first generation, and windows with explicit deletes, a metadata sidecar or a "
+        "finished compaction, are built by a delta refresh of the whole input instead. "
         "When the merge policy calls for it, compaction runs in a child process beside the "
-        "windows, and the first window after it builds on the compacted generation (what "
-        "windows added meanwhile is read again, its vectors reused). Models stay loaded "
-        "between windows. "
+        "windows. Models stay loaded between windows. "
         "Prints one line per window. Any other option is passed to each window's build "
         "(e.g. --knowledge=false).",
     )
@@ -721,10 +722,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--engine",
-        choices=("loop", "beam"),
+        choices=("loop", "beam", "refresh"),
         default="loop",
-        help="loop (default): a local timer runs one refresh per window; beam: the streaming "
-        "Beam pipeline (MatchContinuously + windows) for Dataflow or Flink",
+        help="loop (default): a local timer runs the stream's pipeline once per window over "
+        "the files that changed; beam: the streaming Beam pipeline (MatchContinuously, "
+        "windows, one committer) for Dataflow or Flink; refresh: a local timer runs a delta "
+        "refresh of the whole input per window",
     )
     _root_arg(p)
     p = sub.add_parser(

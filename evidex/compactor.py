@@ -95,6 +95,12 @@ class BackgroundCompaction:
     def running(self) -> bool:
         return self._running is not None
 
+    @property
+    def exited(self) -> bool:
+        """A compaction's child has exited: :meth:`finished` has its result (or its
+        failure) to hand over."""
+        return self._running is not None and self._running.process.poll() is not None
+
     def maybe_start(self, bundle_id: str, manifest: Any, files: dict[str, list[float]]) -> str:
         """Start compacting ``bundle_id`` (just activated, built from the input listing
         ``files``) if the merge policy calls for it and none is running; returns a note

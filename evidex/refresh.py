@@ -178,7 +178,7 @@ def refresh(
         delta.get("deleted", 0),
         delta.get("texts_embedded", 0),
     )
-    refused = _validated(root, built.bundle_id)
+    refused = validated(root, built.bundle_id)
     if refused:
         return RefreshResult(
             "refused", built.bundle_id, seen, *counts, refused, time.monotonic() - started
@@ -201,7 +201,7 @@ def refresh(
     return RefreshResult("activated", active_now, seen, *counts, note, time.monotonic() - started)
 
 
-def _validated(root: str, bundle_id: str) -> str:
+def validated(root: str, bundle_id: str) -> str:
     """Validate a built bundle and store its report; "" if it passed, else why not."""
     from store.regression import read_cases
     from validation import validate_bundle
@@ -251,7 +251,7 @@ def compact_if_due(
     except (BuildFailedError, OSError, RuntimeError, ValueError) as exc:
         logger.warning("compaction of %s failed: %s", bundle_id, exc)
         return bundle_id, f"compaction failed: {exc}"
-    refused = _validated(root, result.bundle_id)
+    refused = validated(root, result.bundle_id)
     if refused:
         return bundle_id, f"compacted {result.bundle_id} refused: {refused}"
     try:

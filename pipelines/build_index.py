@@ -409,7 +409,7 @@ def staged_rows(staging: str, table: str) -> int:
     )
 
 
-def _check_bad_ratio(
+def check_bad_ratio(
     staging: str, max_bad_ratio: float, *, shown: str, kept: bool, unchanged: int = 0
 ) -> None:
     """Fail the build, in one line, when too few documents got through.
@@ -549,7 +549,7 @@ def _build(
     if not storage.is_remote(staging):
         os.makedirs(os.path.join(staging, bundles.FAILURES_DIR), exist_ok=True)
     base = parent_id or read_active(root)
-    parent = _delta_parent(root, base, config, model) if opts.delta else None
+    parent = delta_parent(root, base, config, model) if opts.delta else None
     if parent is not None and untouched_files and not sidecar and config.input != STDLIB_CORPUS:
         parent = _skip_untouched(parent, config.input, untouched_files)
     if parent is not None and reuse_vectors_from:
@@ -588,48 +588,87 @@ def _build(
         result.wait_until_finish()
     except (RuntimeError, OSError) as exc:  # a DoFn's error, e.g. ENOSPC at a writer
         raise BuildFailedError(f"pipeline failed: {' '.join(str(exc).split())[:2000]}") from exc
-    with _local_staging(staging) as local:
+    with local_staging(staging) as local:
         unchanged = _unchanged_ids(local, staging) if parent is not None else set()
         deleting = deleting_files(result)  # the next refresh reads them again
-        _check_bad_ratio(
+        return write_generation(
             local,
-            config.max_bad_ratio,
-            shown=staging,
-            kept=opts.keep_failed,
-            unchanged=len(unchanged),
-        )
-        kept, reused = _kept_segments(parent, unchanged)
-        delta = _delta_counts(local, parent, unchanged, _counter(result, "texts_embedded"), reused)
-        delta["knowledge_texts_embedded"] = _counter(result, KNOWLEDGE_COUNTER)
-        if deleting:
-            delta["deleting_files"] = deleting
-        chunks = staged_rows(local, bundles.CHUNKS) + delta["chunks_reused"]
-        logger.info(
-            "documents: %(new)d new, %(changed)d changed, %(unchanged)d unchanged, "
-            "%(deleted)d deleted",
-            delta,
-        )
-        logger.info("%s", embedding_summary(chunks, delta))
-        manifest = bundles.write_manifest(
-            local,
+            staging,
             bundle_id=bundle_id,
             config=config,
             model=model,
-            parent_bundle_id=base,
-            delta=delta,
+            parent=parent,
+            parent_id=base,
+            unchanged=unchanged,
+            embedded=(_counter(result, "texts_embedded"), _counter(result, KNOWLEDGE_COUNTER)),
             query_encoder=query_encoder,
-            segments=kept,
-            knowledge_state=_knowledge_state(local, staging, bundle_id, parent)
-            if config.knowledge.enabled
-            else None,
-            kept_revisions=[(d, parent.live[d].revision) for d in unchanged] if parent else (),
+            keep_failed=opts.keep_failed,
+            deleting=deleting,
         )
-        if local != staging:  # object store: the manifests join the staged files
-            bundles.upload_manifests(local, staging)
+
+
+def write_generation(
+    local: str,
+    staging: str,
+    *,
+    bundle_id: str,
+    config: BuildConfig,
+    model: ModelFingerprint,
+    parent: ParentBundle | None,
+    parent_id: str | None,
+    unchanged: set[str],
+    embedded: tuple[int, int],
+    query_encoder: Any,
+    keep_failed: bool,
+    deleting: Sequence[str] = (),
+) -> Manifest:
+    """Check the staged bundle's dead letters and write its manifest: the segments kept
+    from ``parent`` (with the deletions of what changed or went), the delta counts
+    (``embedded``: chunk texts and knowledge texts embedded), the knowledge state. ``local``
+    is ``staging`` itself, or its local copy (:func:`local_staging`). Shared by the build
+    and the stream's committer (``evidex.commit``).
+
+    Raises:
+        BuildFailedError: too few documents got through (see :func:`check_bad_ratio`).
+    """
+    check_bad_ratio(
+        local,
+        config.max_bad_ratio,
+        shown=staging,
+        kept=keep_failed,
+        unchanged=len(unchanged),
+    )
+    kept, reused = kept_segments(parent, unchanged)
+    delta = delta_counts(local, parent, unchanged, embedded[0], reused)
+    delta["knowledge_texts_embedded"] = embedded[1]
+    if deleting:
+        delta["deleting_files"] = list(deleting)
+    chunks = staged_rows(local, bundles.CHUNKS) + delta["chunks_reused"]
+    logger.info(
+        "documents: %(new)d new, %(changed)d changed, %(unchanged)d unchanged, %(deleted)d deleted",
+        delta,
+    )
+    logger.info("%s", embedding_summary(chunks, delta))
+    manifest = bundles.write_manifest(
+        local,
+        bundle_id=bundle_id,
+        config=config,
+        model=model,
+        parent_bundle_id=parent_id,
+        delta=delta,
+        query_encoder=query_encoder,
+        segments=kept,
+        knowledge_state=staged_knowledge_state(local, staging, bundle_id, parent)
+        if config.knowledge.enabled
+        else None,
+        kept_revisions=[(d, parent.live[d].revision) for d in unchanged] if parent else (),
+    )
+    if local != staging:  # object store: the manifests join the staged files
+        bundles.upload_manifests(local, staging)
     return manifest
 
 
-def _delta_parent(
+def delta_parent(
     root: str, active: str | None, config: BuildConfig, model: ModelFingerprint
 ) -> ParentBundle | None:
     if active is None:
@@ -724,7 +763,7 @@ def _remove_staging_only(local: str, staging: str, name: str) -> None:
         storage.delete_file(storage.join(staging, name))
 
 
-def _knowledge_state(
+def staged_knowledge_state(
     local: str, staging: str, bundle_id: str, parent: ParentBundle | None
 ) -> KnowledgeState:
     """Where the new generation's communities were clustered and how much changed since:
@@ -762,7 +801,7 @@ def _incremental_knowledge(manifest: Manifest, config: BuildConfig) -> Knowledge
     return state if theirs == settings and same_parser else None
 
 
-def _kept_segments(parent: ParentBundle | None, unchanged: set[str]) -> tuple[list[Any], int]:
+def kept_segments(parent: ParentBundle | None, unchanged: set[str]) -> tuple[list[Any], int]:
     """The parent's segments that still hold a live document, each with its deletion set
     grown by the documents this refresh changed or removed (and their chunks), and the
     number of live chunks they keep."""
@@ -793,7 +832,7 @@ def _kept_segments(parent: ParentBundle | None, unchanged: set[str]) -> tuple[li
 
 
 @contextmanager
-def _local_staging(staging: str) -> Iterator[str]:
+def local_staging(staging: str) -> Iterator[str]:
     """``staging`` itself when local; else a temporary local copy of the staged files,
     for the driver's checks and checksums (the launcher reads each file once)."""
     if not storage.is_remote(staging):
@@ -828,7 +867,7 @@ def _counter(result: Any, name: str) -> int:
     return int(sum(c.committed or 0 for c in counters))
 
 
-def _delta_counts(
+def delta_counts(
     staging: str, parent: ParentBundle | None, unchanged: set[str], embedded: int, reused: int
 ) -> dict[str, Any]:
     written = [

@@ -26,7 +26,7 @@ from pipelines.build_index import (
     BuildFailedError,
     BuildResult,
     _counter,
-    _local_staging,
+    local_staging,
     spacy_processes,
 )
 from pipelines.encoder_artifact import reuse_encoder
@@ -283,7 +283,7 @@ def run(
             deleting = (manifest.delta or {}).get("deleting_files")
             if deleting:  # the input's explicit deletes still hold (see build_index)
                 delta["deleting_files"] = deleting
-            with _local_staging(staging) as local:
+            with local_staging(staging) as local:
                 written = bundles.write_manifest(
                     local,
                     bundle_id=bundle_id,

@@ -6,6 +6,7 @@ Shared by the build (a new or refreshed segment, or the ``K`` segments of a batc
 and compaction (live rows merged).
 """
 
+from collections.abc import Sequence
 from typing import Any
 
 import apache_beam as beam
@@ -15,10 +16,10 @@ from schemas.manifest import ModelFingerprint
 from store import bundles, storage
 from store.config import BuildConfig
 from store.segments import part_folder, part_of
-from transforms.ann import BuildAnnIndex, BuildAnnPartitions
+from transforms.ann import BuildAnnIndex, BuildAnnPartitions, write_index, write_partitions
 from transforms.gather import CollectAll
-from transforms.lexical import BuildLexicalIndex
-from transforms.write import WriteTable, chunk_rows_table, records_table
+from transforms.lexical import BuildLexicalIndex, write_bm25
+from transforms.write import WriteTable, chunk_rows_table, records_table, write_rows
 
 
 class WriteSegment(beam.PTransform):
@@ -105,3 +106,36 @@ def write_segments(
         _ = inputs | f"WriteSegment{number}" >> WriteSegment(
             storage.join(staging, part_folder(number)), config=config, model=model
         )
+
+
+def write_segment_rows(
+    staging: str,
+    documents: Sequence[Any],
+    embedded: Sequence[Any],
+    *,
+    config: BuildConfig,
+    model: ModelFingerprint,
+) -> None:
+    """What :class:`WriteSegment` writes, from rows in memory: the stream's committer
+    (``evidex.commit``) turns one window's documents and embedded chunks into a segment
+    with the same writers, without a pipeline of its own."""
+    join, dimension = storage.join, model.dimension
+    write_rows(
+        join(staging, bundles.DOCUMENTS),
+        list(documents),
+        to_table=lambda rows: records_table(rows, DOCUMENT_SCHEMA),
+        sort_key=lambda d: d.doc_id,
+    )
+    write_rows(
+        join(staging, bundles.CHUNKS),
+        list(embedded),
+        to_table=lambda rows: chunk_rows_table(rows, dimension),
+        sort_key=lambda e: e.chunk.chunk_id,
+    )
+    write_index(
+        embedded, join(staging, bundles.CHUNK_INDEX), dimension=dimension, config=config.ann
+    )
+    write_partitions(embedded, staging, dimension=dimension, config=config.ann)
+    write_bm25(
+        [e.chunk for e in embedded], join(staging, bundles.LEXICAL_DIR), config=config.lexical
+    )

@@ -1,25 +1,21 @@
-"""Streaming mode: watch an input, and per processing-time window publish a validated
-delta bundle (build -> validate -> activate), leaving ``ACTIVE`` alone on failure.
+"""Streaming mode: watch an input, and per window publish a validated generation,
+leaving ``ACTIVE`` alone on failure.
 
-Run it as ``evidex stream --input DIR --window 5m`` or ``python -m pipelines.stream``
-with ``--streaming`` on any runner. The pipeline is::
+Run it as ``evidex stream --input DIR --window 5m`` or ``python -m pipelines.stream``.
 
-    MatchContinuously(input, poll interval)      # Beam's continuous file matching
-      -> FixedWindows(window)                    # arrivals grouped per window
-      -> GroupByKey (one key)                    # one element per non-empty window
-      -> refresh(input)                          # delta build of the input's state now
-
-Each window rebuilds from the input's *current* state, so a document is never
-lost or applied twice across a crash: the active bundle always equals some past
-state of the input, and the next window catches up (see ``evidex/refresh.py``).
-Files that disappear are deletions.
-
-Engines: ``--engine beam`` runs the pipeline above (for Dataflow or Flink in
-streaming mode). Beam's Python DirectRunner runs the continuous match to its
-stop time before any window fires (its watermark does not advance while the
-source polls), and rejects processing-time triggers, so on one machine the
-default ``--engine loop`` drives the very same refresh step from a timer: one
-refresh per window, sleeping until the window ends.
+Engines: ``--engine beam`` runs the streaming pipeline of
+:mod:`pipelines.stream_windows` (Dataflow, Flink): each window's arrivals are parsed,
+chunked, embedded and parsed by spaCy inside the running pipeline, and a single
+committer turns each window's rows into one segment and the next generation. Beam's
+Python DirectRunner runs the continuous match to its stop time before any window fires
+(its watermark does not advance while the source polls) and rejects processing-time
+triggers, so on one machine the default ``--engine loop`` drives the same pipeline from a timer
+instead: once per window, in batch, over the files whose size or modification time
+changed since the active generation's listing, with the same committer
+(:func:`pipelines.stream_windows.run_window`). ``--engine refresh`` keeps the engine
+before it: a delta refresh of the whole input per window (``evidex/refresh.py``).
+Either way a document is never lost or applied twice across a crash, and files that
+disappear are deletions.
 """
 
 import argparse
@@ -28,17 +24,16 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import apache_beam as beam
-from apache_beam.io import fileio
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
-from apache_beam.transforms import window
 
 from evidex.compactor import BackgroundCompaction
-from evidex.refresh import refresh
+from evidex.refresh import RefreshResult, refresh
 from pipelines.compact import DEFAULT_MAX_DELETED_SHARE, DEFAULT_MAX_SEGMENTS, MergePolicy
+from pipelines.stream_windows import build_windowed_pipeline, run_window
 from store import storage, table_cache
 from store.bundles import (
     CHUNKS,
@@ -84,10 +79,12 @@ def stream_arguments() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--engine",
-        choices=("loop", "beam"),
+        choices=("loop", "beam", "refresh"),
         default="loop",
-        help="loop: a local timer drives one refresh per window (default; the DirectRunner "
-        "cannot stream this pipeline); beam: the streaming Beam pipeline (Dataflow, Flink)",
+        help="loop (default): a local timer runs the stream's pipeline once per window over "
+        "the files that changed (the DirectRunner cannot stream it); beam: the streaming "
+        "Beam pipeline (Dataflow, Flink); refresh: a local timer runs a delta refresh of "
+        "the whole input per window (the engine before segments were committed per window)",
     )
     parser.add_argument(
         "--notifications",
@@ -116,92 +113,6 @@ def stream_arguments() -> argparse.ArgumentParser:
         help="merge policy: compact past this share of deleted chunk rows",
     )
     return parser
-
-
-class _RefreshFn(beam.DoFn):
-    """One non-empty window -> one refresh of the bundle root, with a progress line."""
-
-    def __init__(
-        self,
-        *,
-        input_pattern: str,
-        root: str | None,
-        build_args: list[str],
-        policy: MergePolicy | None = None,
-    ) -> None:
-        self._input = input_pattern
-        self._root = root
-        self._build_args = build_args
-        self._policy = policy
-
-    def setup(self) -> None:
-        keep_models_loaded()  # the worker's windows share one load of each model
-        table_cache.enable()  # each window reads the tables the window before it wrote
-        self._compactor = BackgroundCompaction(
-            resolve_root(self._root), self._build_args, self._policy
-        )
-
-    def teardown(self) -> None:
-        self._compactor.stop()
-        table_cache.disable()
-
-    def process(self, element: Any, win: Any = beam.DoFn.WindowParam) -> Iterator[str]:
-        # The window's listings only say "the input was seen"; the refresh re-lists the
-        # input itself, so deletions and edits late in the window are included.
-        del element
-        result = refresh(self._input, self._root, self._build_args, compactor=self._compactor)
-        retain_active_tables(resolve_root(self._root))
-        line = f"window {win.start.to_utc_datetime():%H:%M:%S}: {result.line()}"
-        report(line)
-        yield line
-
-
-def build_pipeline(
-    pipeline: beam.Pipeline,
-    *,
-    input_pattern: str,
-    root: str | None,
-    window_seconds: float,
-    poll_seconds: float,
-    stop_after: float | None,
-    build_args: Sequence[str] = (),
-    policy: MergePolicy | None = None,
-    notifications: str | None = None,
-) -> beam.PCollection:
-    """Wire the streaming refresh pipeline; returns the per-window progress lines.
-
-    The input is watched by polling its listing (``MatchContinuously``) or, with
-    ``notifications``, by reading a Pub/Sub subscription of the bucket's object
-    notifications: either way an element only says "something arrived in this window";
-    the refresh lists the input itself."""
-    from transforms.ingest import pattern_and_root
-
-    if notifications is not None:
-        from apache_beam.io.gcp.pubsub import ReadFromPubSub
-
-        arrivals = pipeline | "Notifications" >> ReadFromPubSub(subscription=notifications)
-    else:
-        glob, _ = pattern_and_root(input_pattern)
-        stop = time.time() + stop_after if stop_after else None
-        match_kwargs: dict[str, Any] = {"interval": poll_seconds, "has_deduplication": False}
-        if stop is not None:
-            match_kwargs["stop_timestamp"] = stop
-        arrivals = pipeline | "WatchInput" >> fileio.MatchContinuously(glob, **match_kwargs)
-    return (
-        arrivals
-        | "Window" >> beam.WindowInto(window.FixedWindows(window_seconds))
-        | "OneKey" >> beam.Map(lambda _: (None, 1))
-        | "PerWindow" >> beam.GroupByKey()
-        | "Refresh"
-        >> beam.ParDo(
-            _RefreshFn(
-                input_pattern=input_pattern,
-                root=root,
-                build_args=list(build_args),
-                policy=policy,
-            )
-        )
-    )
 
 
 def retain_active_tables(root: str) -> None:
@@ -240,10 +151,14 @@ def run_loop(
     build_args: Sequence[str] = (),
     clock: Any = time,
     policy: MergePolicy | None = None,
+    engine: str = "loop",
 ) -> int:
-    """Refresh once per window until ``stop_after``; returns the number of windows run.
+    """Run one window's work per window until ``stop_after``; returns the number of
+    windows run. ``engine`` "loop": the stream's pipeline over the files that changed
+    (:func:`pipelines.stream_windows.run_window`); "refresh": a delta refresh of the whole
+    input (``evidex.refresh``).
 
-    Windows are aligned to multiples of ``window_seconds``; a refresh that takes
+    Windows are aligned to multiples of ``window_seconds``; a window whose work takes
     longer than a window delays the next one (windows never overlap). Compaction runs
     beside the windows (``evidex.compactor``).
     """
@@ -256,16 +171,42 @@ def run_loop(
         while deadline is None or clock.time() < deadline:
             now = clock.time()
             end = (now // window_seconds + 1) * window_seconds
-            result = refresh(input_pattern, root, build_args, compactor=compactor)
-            retain_active_tables(resolve_root(root))
-            start = time.strftime("%H:%M:%S", time.gmtime(end - window_seconds))
-            report(f"window {start}: {result.line()}")
+            result = _one_window(
+                input_pattern, root, build_args, engine, end - window_seconds, window_seconds,
+                compactor,
+            )  # fmt: skip
+            if result is not None:  # else the window's committer printed its line
+                retain_active_tables(resolve_root(root))
+                start = time.strftime("%H:%M:%S", time.gmtime(end - window_seconds))
+                report(f"window {start}: {result.line()}")
             windows += 1
             clock.sleep(max(0.0, end - clock.time()))
     finally:
         compactor.stop()
         table_cache.disable()
     return windows
+
+
+def _one_window(
+    input_pattern: str,
+    root: str | None,
+    build_args: Sequence[str],
+    engine: str,
+    start: float,
+    window_seconds: float,
+    compactor: BackgroundCompaction,
+) -> RefreshResult | None:
+    if engine == "refresh":
+        return refresh(input_pattern, root, build_args, compactor=compactor)
+    try:
+        return run_window(
+            input_pattern, root, build_args, window_start=start,
+            window_seconds=window_seconds, compactor=compactor,
+        )  # fmt: skip
+    except (RuntimeError, OSError, ValueError) as exc:  # a failed pipeline: try next window
+        seconds = time.time() - start
+        reason = f"pipeline: {' '.join(str(exc).split())[:500]}"
+        return RefreshResult("failed", None, 0, 0, 0, 0, 0, reason, seconds)
 
 
 def run(argv: Sequence[str]) -> None:
@@ -275,16 +216,16 @@ def run(argv: Sequence[str]) -> None:
     policy = MergePolicy(max_segments=args.max_segments, max_deleted_share=args.max_deleted)
     if args.notifications and args.engine != "beam":
         raise SystemExit("--notifications needs --engine beam (a streaming runner)")
-    if args.engine == "loop":
+    if args.engine != "beam":
         run_loop(
             args.input, args.root, window_seconds=args.window, stop_after=args.stop_after,
-            build_args=build_args, policy=policy,
+            build_args=build_args, policy=policy, engine=args.engine,
         )  # fmt: skip
         return
     options = PipelineOptions(build_args)
     options.view_as(StandardOptions).streaming = True
     pipeline = beam.Pipeline(options=options)
-    build_pipeline(
+    build_windowed_pipeline(
         pipeline,
         input_pattern=args.input,
         root=args.root,

@@ -59,8 +59,8 @@ def enable(max_bytes: int = DEFAULT_MAX_BYTES) -> None:
 def disable() -> None:
     """Stop caching, drop everything held and zero the hit and miss counts."""
     with _LOCK:
-        _state.update(max_bytes=0, hits=0, misses=0)
-        _evict()
+        _state.update(max_bytes=0, bytes=0, hits=0, misses=0)
+        _entries.clear()  # eviction by size would keep empty tables (0 bytes)
         _digests.clear()
 
 

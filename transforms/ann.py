@@ -87,6 +87,42 @@ def save_index(index: Any, path: str) -> tuple[str, int]:
     return path, len(index)
 
 
+def write_index(
+    embedded: Sequence[Any], path: str, *, dimension: int, config: AnnConfig
+) -> tuple[str, int]:
+    """``EmbeddedChunk``s or ``(id, vector)`` pairs -> an HNSW file at ``path``."""
+    keys, vectors = keys_and_vectors(embedded, dimension)
+    return save_index(build_index(keys, vectors, config=config), path)
+
+
+def partition_path(
+    directory: str, access_class: str, rows: int, *, classes: int, config: AnnConfig
+) -> str | None:
+    """Where the HNSW file of one access class's ``rows`` chunks goes, or ``None`` when
+    it gets none: small classes are searched exactly, and with one class every caller
+    sees everything."""
+    if classes >= 2 and rows > config.partition_min_rows:
+        return FileSystems.join(directory, partition_index(access_class))
+    return None
+
+
+def write_partitions(
+    embedded: Sequence[Any], directory: str, *, dimension: int, config: AnnConfig
+) -> list[tuple[str, int]]:
+    """What :class:`BuildAnnPartitions` writes, from ``EmbeddedChunk``s in memory."""
+    by_class: dict[str, list[Any]] = {}
+    for row in embedded:
+        by_class.setdefault(row.chunk.access_class, []).append(row)
+    written = []
+    for access_class, rows in sorted(by_class.items()):
+        path = partition_path(
+            directory, access_class, len(rows), classes=len(by_class), config=config
+        )
+        if path is not None:
+            written.append(write_index(rows, path, dimension=dimension, config=config))
+    return written
+
+
 class _BuildIndexFn(beam.DoFn):
     def __init__(self, *, path: str, dimension: int, config: AnnConfig) -> None:
         self._path = path
@@ -94,8 +130,7 @@ class _BuildIndexFn(beam.DoFn):
         self._config = config
 
     def process(self, embedded: list[Any]) -> Any:
-        keys, vectors = keys_and_vectors(embedded, self._dimension)
-        yield save_index(build_index(keys, vectors, config=self._config), self._path)
+        yield write_index(embedded, self._path, dimension=self._dimension, config=self._config)
 
 
 class BuildAnnIndex(beam.PTransform):
@@ -185,11 +220,11 @@ class _BuildPartitionFn(beam.DoFn):
     def process(self, item: tuple[str, Iterable[Any]], n_classes: int) -> Any:
         access_class, grouped = item
         embedded = list(grouped)
-        # Small classes are searched exactly; with one class every caller sees everything.
-        if n_classes >= 2 and len(embedded) > self._config.partition_min_rows:
-            path = FileSystems.join(self._directory, partition_index(access_class))
-            builder = _BuildIndexFn(path=path, dimension=self._dimension, config=self._config)
-            yield from builder.process(embedded)
+        path = partition_path(
+            self._directory, access_class, len(embedded), classes=n_classes, config=self._config
+        )
+        if path is not None:
+            yield write_index(embedded, path, dimension=self._dimension, config=self._config)
 
 
 class BuildAnnPartitions(beam.PTransform):

@@ -185,7 +185,7 @@ class ReadKnownVectors(beam.PTransform):
         )
 
 
-def _edited_vectors(
+def edited_vectors(
     doc_ids: list[str], *, where: dict[str, str]
 ) -> Iterator[tuple[str, np.ndarray]]:
     """The parent's chunk vectors of the edited documents among ``doc_ids`` (those
@@ -233,5 +233,5 @@ class ReadEditedVectors(beam.PTransform):
             changed
             | "ChangedIds" >> beam.Map(lambda d: d.doc_id)
             | "GatherChanged" >> CollectAll()
-            | "EditedVectors" >> beam.FlatMap(_edited_vectors, where=self._where)
+            | "EditedVectors" >> beam.FlatMap(edited_vectors, where=self._where)
         )

@@ -478,13 +478,31 @@ class ReadDocuments(beam.PTransform):
                 | "MatchChanged"
                 >> fileio.MatchAll(empty_match_treatment=fileio.EmptyMatchTreatment.ALLOW)
             )
+        return matched | "Parse" >> ParseMatches(
+            root=self._root, config=self._config, sidecar=self._sidecar
+        )
+
+
+class ParseMatches(beam.PTransform):
+    """``PCollection[FileMetadata]`` -> ``{good: Document, bad: DeadLetter, deletes:
+    Tombstone}``: what :class:`ReadDocuments` does with the files it matched, for a
+    stream's windows of arriving files (duplicates resolved within each window)."""
+
+    def __init__(
+        self,
+        *,
+        root: str,
+        config: IngestConfig,
+        sidecar: dict[str, dict[str, Any]] | None = None,
+    ) -> None:
+        super().__init__()
+        self._fn = _ParseFileFn(root=root, config=config, sidecar=dict(sidecar or {}))
+
+    def expand(self, matched: beam.PCollection) -> Any:
         parsed = (
             matched
             | "ReadMatches" >> fileio.ReadMatches()
-            | "ParseFiles"
-            >> beam.ParDo(
-                _ParseFileFn(root=self._root, config=self._config, sidecar=self._sidecar)
-            ).with_outputs(BAD, DELETES, main=GOOD)
+            | "ParseFiles" >> beam.ParDo(self._fn).with_outputs(BAD, DELETES, main=GOOD)
         )
         deletes = typed(parsed[DELETES], Tombstone)
         unique = typed(parsed[GOOD], Document) | "Dedupe" >> DedupeDocuments(deletes)

@@ -684,3 +684,60 @@ class WriteSurfaces(beam.PTransform):
 
     def expand(self, inputs: Any) -> beam.PCollection:
         return dict(inputs) | "GatherSurfaces" >> Gather() | "WriteSurfaces" >> beam.ParDo(self._fn)
+
+
+def apply_update(
+    rows: Mapping[str, list[Any]],
+    unchanged: Sequence[str],
+    *,
+    parent: str,
+    segments: Sequence[str],
+    staging: str,
+    model: str,
+    config: KnowledgeConfig,
+    changed_since: float,
+    seed: int,
+    dimension: int,
+    ann: AnnConfig,
+    embed: Any,
+) -> int:
+    """What :class:`UpdateKnowledge`, the embedding of its texts and
+    :class:`WriteSurfaces` do in a refresh, on rows in memory: the stream's committer
+    (``evidex.commit``) updates the parent's knowledge layer with one window's
+    extraction without a pipeline of its own.
+
+    Args:
+        rows: ``{mentions, statements, acronyms}``, lists of row batches as
+            :class:`transforms.extract.ExtractKnowledge` emits them.
+        unchanged: ids of the parent's documents that stay live.
+        embed: ``list[str] -> (n, dimension) array`` of unit vectors (the embedding
+            model the refresh's ``EmbedTexts`` would load).
+
+    Returns:
+        The number of summary and report texts embedded.
+    """
+    update_fn = _UpdateFn(
+        parent=parent,
+        segments=segments,
+        staging=staging,
+        model=model,
+        config=config,
+        changed_since=changed_since,
+        seed=seed,
+    )
+    gathered = {name: list(rows[name]) for name in ("mentions", "statements", "acronyms")}
+    gathered["unchanged"] = [sorted(unchanged)]
+    updates, texts = [], []
+    for out in update_fn.process(gathered):
+        if isinstance(out, beam.pvalue.TaggedOutput):
+            texts.append(out.value)
+        else:
+            updates.append(out)
+    vectors: Any = np.asarray(embed(texts), dtype=np.float32) if texts else []
+    surfaces = _WriteSurfacesFn(
+        parent=parent, staging=staging, dimension=dimension, floor=config.summary_floor, ann=ann
+    )
+    keyed = [(text_key(t), v) for t, v in zip(texts, vectors, strict=True)]
+    for _ in surfaces.process({"update": updates, "vectors": keyed}):
+        pass
+    return len(texts)

@@ -65,28 +65,38 @@ def context_texts(chunks: Sequence[Any], width: int) -> list[str]:
     return texts
 
 
+def write_bm25(
+    chunks: list[Any], directory: str, *, config: LexicalConfig
+) -> tuple[str, int] | None:
+    """BM25 over ``chunks`` (each with its neighbours' context) -> files under
+    ``directory``; returns ``(directory, chunks)``, or ``None`` when there are none."""
+    if not chunks:  # nothing got through: the build reports its dead letters instead
+        logger.info("no chunks: no BM25 index written")
+        return None
+    ordered = sorted(chunks, key=lambda c: c.chunk_id)
+    texts = context_texts(ordered, config.context_chunks)
+    index = build_bm25(texts, config=config)
+    with tempfile.TemporaryDirectory() as scratch:
+        index.save(scratch)
+        for name in sorted(os.listdir(scratch)):
+            with (
+                open(os.path.join(scratch, name), "rb") as src,
+                FileSystems.create(FileSystems.join(directory, name)) as dst,
+            ):
+                shutil.copyfileobj(src, dst)
+    logger.info("wrote BM25 index of %d chunks to %s", len(ordered), directory)
+    return directory, len(ordered)
+
+
 class _BuildBm25Fn(beam.DoFn):
     def __init__(self, *, directory: str, config: LexicalConfig) -> None:
         self._directory = directory
         self._config = config
 
     def process(self, chunks: list[Any]) -> Any:
-        if not chunks:  # nothing got through: the build reports its dead letters instead
-            logger.info("no chunks: no BM25 index written")
-            return
-        ordered = sorted(chunks, key=lambda c: c.chunk_id)
-        texts = context_texts(ordered, self._config.context_chunks)
-        index = build_bm25(texts, config=self._config)
-        with tempfile.TemporaryDirectory() as scratch:
-            index.save(scratch)
-            for name in sorted(os.listdir(scratch)):
-                with (
-                    open(os.path.join(scratch, name), "rb") as src,
-                    FileSystems.create(FileSystems.join(self._directory, name)) as dst,
-                ):
-                    shutil.copyfileobj(src, dst)
-        logger.info("wrote BM25 index of %d chunks to %s", len(ordered), self._directory)
-        yield self._directory, len(ordered)
+        written = write_bm25(chunks, self._directory, config=self._config)
+        if written is not None:
+            yield written
 
 
 class BuildLexicalIndex(beam.PTransform):

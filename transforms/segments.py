@@ -49,18 +49,24 @@ def _sort_key(row: tuple[Any, ...]) -> tuple[str, ...]:
     return tuple(str(x) for x in row)
 
 
+def write_extraction(directory: str, gathered: dict[str, list[Any]]) -> Iterator[tuple[str, int]]:
+    """``{mentions, statements, acronyms}`` (lists of rows) -> the segment's sorted
+    ``extraction/*.parquet`` under ``directory``; yields ``(path, rows)``."""
+    for name, (rel, schema) in sorted(TABLES.items()):
+        rows = sorted(batched_rows(gathered[name]), key=_sort_key)
+        if name == MENTIONS:
+            rows = [m._replace(entity_id="") for m in rows]
+        path = storage.join(directory, rel)
+        write_parquet(records_table(rows, schema), path)
+        yield path, len(rows)
+
+
 class _WriteExtractionFn(beam.DoFn):
     def __init__(self, directory: str) -> None:
         self._directory = directory
 
     def process(self, gathered: dict[str, list[Any]]) -> Iterator[tuple[str, int]]:
-        for name, (rel, schema) in sorted(TABLES.items()):
-            rows = sorted(batched_rows(gathered[name]), key=_sort_key)
-            if name == MENTIONS:
-                rows = [m._replace(entity_id="") for m in rows]
-            path = storage.join(self._directory, rel)
-            write_parquet(records_table(rows, schema), path)
-            yield path, len(rows)
+        yield from write_extraction(self._directory, gathered)
 
 
 class WriteExtraction(beam.PTransform):

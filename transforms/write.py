@@ -92,6 +92,17 @@ def with_vector_columns(
     return pa.Table.from_arrays([*table.columns, keys, embeddings], schema=full)
 
 
+def write_rows(
+    path: str, rows: list[Any], *, to_table: Callable[[list[Any]], pa.Table], sort_key: Any
+) -> tuple[str, int]:
+    """Sort ``rows``, turn them into a table and write it to ``path``; returns
+    ``(path, rows written)``, what the writing steps emit."""
+    table = to_table(sorted(rows, key=sort_key))
+    write_parquet(table, path)
+    logger.info("wrote %d rows to %s", table.num_rows, path)
+    return path, table.num_rows
+
+
 class _WriteTableFn(beam.DoFn):
     def __init__(self, *, path: str, to_table: Callable[[list[Any]], pa.Table], sort_key: Any):
         self._path = path
@@ -99,11 +110,7 @@ class _WriteTableFn(beam.DoFn):
         self._sort_key = sort_key
 
     def process(self, rows: list[Any]) -> Any:
-        ordered = sorted(rows, key=self._sort_key)
-        table = self._to_table(ordered)
-        write_parquet(table, self._path)
-        logger.info("wrote %d rows to %s", table.num_rows, self._path)
-        yield self._path, table.num_rows
+        yield write_rows(self._path, rows, to_table=self._to_table, sort_key=self._sort_key)
 
 
 class WriteTable(beam.PTransform):

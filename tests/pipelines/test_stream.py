@@ -167,8 +167,9 @@ def test_a_stream_killed_during_a_background_compaction_loses_nothing(tmp_path):
 
 @pytest.mark.slow
 def test_the_beam_streaming_pipeline_publishes_the_watched_input(tmp_path):
-    """``--engine beam``: MatchContinuously -> windows -> refresh. On the DirectRunner the
-    windows fire once the source stops (see docs/runners.md), so this checks the wiring."""
+    """``--engine beam``: MatchContinuously -> windows -> the committer, whose first
+    generation a refresh builds. On the DirectRunner the windows fire once the source
+    stops (see docs/runners.md), so this checks the wiring."""
     from pipelines.stream import run
 
     watch, root = tmp_path / "in", tmp_path / "root"
@@ -182,16 +183,18 @@ def test_the_beam_streaming_pipeline_publishes_the_watched_input(tmp_path):
 
 def test_object_notifications_replace_polling_on_the_beam_engine(tmp_path):
     """``--notifications``: the Pub/Sub subscription of the bucket's object notifications
-    is the pipeline's source instead of the polled listing; the windows and the refresh
-    are the same. (Pub/Sub cannot run here: the pipeline is built, not run.)"""
+    is the pipeline's source instead of the polled listing; the windows, the in-pipeline
+    processing and the committer are the same. (Pub/Sub cannot run here: the pipeline
+    is built, not run.)"""
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from pipelines.stream import build_pipeline, run
+    from pipelines.stream import run
+    from pipelines.stream_windows import build_windowed_pipeline
 
     def labels(notifications):
         pipeline = beam.Pipeline(options=PipelineOptions(["--streaming"]))
-        build_pipeline(
+        build_windowed_pipeline(
             pipeline, input_pattern=str(tmp_path), root=str(tmp_path / "root"),
             window_seconds=10, poll_seconds=2, stop_after=None, notifications=notifications,
         )  # fmt: skip
@@ -201,7 +204,8 @@ def test_object_notifications_replace_polling_on_the_beam_engine(tmp_path):
     notified = labels("projects/my-project/subscriptions/evidex-inbox")
     assert "WatchInput" in polled and "Notifications" not in polled
     assert "Notifications" in notified and "WatchInput" not in notified
-    assert {"Window", "OneKey", "PerWindow", "Refresh"} <= polled & notified
+    steps = {"Window", "ParseArrivals", "SkipLive", "ChunkDocuments", "EmbedChunks"}
+    assert steps | {"ExtractKnowledge", "GatherWindow", "CommitWindow"} <= polled & notified
     with pytest.raises(SystemExit, match="--engine beam"):
         run(["--input", str(tmp_path), "--notifications", "projects/p/subscriptions/s"])
 

@@ -39,6 +39,14 @@ def test_off_by_default_every_read_goes_to_disk(tmp_path):
     assert len(calls) == 2 and table_cache.stats()["entries"] == 0
 
 
+def test_disabling_drops_empty_tables_too(cache, tmp_path):
+    path = _write(tmp_path / "empty.parquet", 0)
+    cache.read(path, None, _reader(path, None, []))
+    assert cache.stats()["entries"] == 1
+    cache.disable()
+    assert cache.stats()["entries"] == 0 and cache.stats()["bytes"] == 0
+
+
 def test_a_second_read_of_the_same_file_comes_from_memory(cache, tmp_path):
     path, calls = _write(tmp_path / "t.parquet", 3), []
     first = cache.read(path, None, _reader(path, None, calls))
