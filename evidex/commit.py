@@ -69,6 +69,9 @@ class CommitSettings:
     model_path: str
     keep_failed: bool
     encoder_artifact: bool
+    loaded: Any = None
+    """The loaded embedding model: a generation whose parent has no query encoder gets
+    one exported from it, as a build's does."""
 
 
 @dataclass
@@ -331,7 +334,7 @@ def _stage(
     """Write the window's segment and the generation into staging, then publish it;
     returns its manifest and the number of chunk texts the window embedded."""
     from pipelines.build_index import local_staging, write_generation
-    from pipelines.encoder_artifact import reuse_encoder
+    from pipelines.encoder_artifact import reuse_encoder, write_encoder
     from pipelines.segment import write_segment_rows
     from transforms.embed import text_key
     from transforms.knowledge_update import apply_update
@@ -374,9 +377,11 @@ def _stage(
                     to_table=lambda letters: records_table(letters, DEAD_LETTER_SCHEMA),
                     sort_key=lambda d: (d.record_id, d.error_type, d.message),
                 )
-            query_encoder = (
-                reuse_encoder(parent.path, staging, model) if settings.encoder_artifact else None
-            )
+            query_encoder = None
+            if settings.encoder_artifact:
+                query_encoder = reuse_encoder(parent.path, staging, model) or write_encoder(
+                    staging, settings.loaded
+                )
             texts = {text_key(e.chunk.text) for e in embedded}
             chunks_embedded = len(texts - rows.known)
             with local_staging(staging) as local:

@@ -120,6 +120,7 @@ class _CommitWindowFn(beam.DoFn):
             model_path=model_path,
             keep_failed=bool(opts.keep_failed),
             encoder_artifact=bool(opts.query_encoder_artifact),
+            loaded=loaded,
         )
         self._embed = unit_vectors(model_path, loaded, config.embed.batch_size)
         loops = _LOOP_COMPACTORS.get(root)

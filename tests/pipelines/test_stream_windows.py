@@ -213,6 +213,21 @@ def test_a_change_whose_arrival_was_lost_is_caught_by_a_refresh(case, capsys):
     assert "rust.md" in generation(case)[2]
 
 
+def test_a_window_over_a_generation_without_query_encoder_exports_one(tmp_path, capsys):
+    watch = tmp_path / "in"
+    watch.mkdir()
+    (watch / "owls.md").write_text(OWLS, encoding="utf-8")
+    first = refresh(str(watch), str(tmp_path / "root"), ["--query_encoder_artifact=false"])
+    assert first.status == "activated", first.line()
+    assert generation(tmp_path)[1].query_encoder is None
+    (watch / "rust.md").write_text(RUST, encoding="utf-8")
+
+    lines = run_windows(tmp_path, [["rust.md"]], capsys)
+
+    assert ": activated:" in lines[0] and "refresh" not in lines[0], lines
+    assert generation(tmp_path)[1].query_encoder is not None
+
+
 def test_object_notifications_name_the_finalized_objects():
     class Message:
         def __init__(self, attributes: dict[str, str], data: bytes = b"") -> None:
