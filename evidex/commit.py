@@ -137,31 +137,38 @@ def commit_window(
         started = time.monotonic()
         files_now = listing(input_pattern)
         state, active = read_state(root), read_active(root)
-        idle = not rows.files and not (compactor is not None and compactor.exited)
         ours = bool(active) and state.get("bundle_id") == active
+        earlier = (state.get("files") or {}) if ours else None
+        idle = not rows.files and not (compactor is not None and compactor.exited)
         if idle and ours and state.get("listing") == fingerprint(files_now):  # a bare tick
             return RefreshResult(
                 "unchanged", active, len(files_now), 0, 0, 0, 0, "", time.monotonic() - started
             )
-        handed, parent = _handed_to_refresh(rows, root, settings, compactor, files_now)
+        handed, parent = _handed_to_refresh(
+            rows, root, active, settings, compactor, files_now, earlier
+        )
         if handed or parent is None:
             logger.info("window handed to a refresh: %s", handed)
             result = refresh(input_pattern, root, build_args, compactor=compactor)
             reason = "; ".join(r for r in (result.reason, f"refresh: {handed}") if r)
             return result._replace(reason=reason, seconds=time.monotonic() - started)
         return _commit(
-            rows, parent, files_now, started, root, settings, embed, compactor, build_args
-        )
+            rows, parent, files_now, earlier, started, root, settings, embed, compactor,
+            build_args,
+        )  # fmt: skip
 
 
 def _handed_to_refresh(
     rows: WindowRows,
     root: str,
+    active: str | None,
     settings: CommitSettings,
     compactor: Any,
     files_now: dict[str, list[float]],
+    earlier: dict[str, list[float]] | None,
 ) -> tuple[str, Any]:
-    """Why this window goes to a refresh ("" if it does not), and the parent."""
+    """Why this window goes to a refresh ("" if it does not), and the parent.
+    ``earlier``: the listing behind the active generation (``None`` when unknown)."""
     from pipelines.build_index import delta_parent
 
     config = settings.config
@@ -169,7 +176,6 @@ def _handed_to_refresh(
         return "a background compaction finished", None
     if config.ingest.metadata:
         return "a metadata sidecar is in use", None
-    active = read_active(root)
     if active is None:
         return "first generation", None
     parent = delta_parent(root, active, config, settings.model)
@@ -179,21 +185,20 @@ def _handed_to_refresh(
         return f"the active generation {active} has no incremental knowledge layer", None
     if rows.deletes or parent.deleting_files:
         return "explicit deletes", None
-    missed = _missed(rows, read_state(root), active, files_now)
+    missed = _missed(rows, earlier, files_now)
     if missed:
         return f"{missed} changed file(s) never arrived (a source that drops events)", None
     return "", parent
 
 
 def _missed(
-    rows: WindowRows, state: dict[str, Any], active: str, files_now: dict[str, list[float]]
+    rows: WindowRows, earlier: dict[str, list[float]] | None, files_now: dict[str, list[float]]
 ) -> int:
     """Files changed since the active generation's listing, before this window began,
     that no window has read: the source lost their arrival (a file changed during the
     window may still arrive in the next one, as the source polls)."""
-    if state.get("bundle_id") != active:
+    if earlier is None:
         return 0
-    earlier = state.get("files") or {}
     return sum(
         1
         for path, stat in files_now.items()
@@ -205,6 +210,7 @@ def _commit(
     rows: WindowRows,
     parent: Any,
     files_now: dict[str, list[float]],
+    earlier: dict[str, list[float]] | None,
     started: float,
     root: str,
     settings: CommitSettings,
@@ -215,7 +221,10 @@ def _commit(
     from pipelines.build_index import BuildFailedError
 
     live = parent.live
-    stale = _stale_files(rows, read_state(root), parent.bundle_id)
+    earlier = earlier or {}
+    # Files this window read older than the active generation's listing has them (windows
+    # committed out of order).
+    stale = {p for p, stat in rows.files.items() if p in earlier and earlier[p][1] > stat[1]}
     if stale:  # a later window committed a newer version first: keep that one
         logger.info("%d file(s) of this window were committed newer already", len(stale))
         rows.files = {p: stat for p, stat in rows.files.items() if p not in stale}
@@ -239,7 +248,8 @@ def _commit(
         rows.failures["ingest"].append(
             duplicate_letter(d.doc_id, live[d.doc_id].source, d.source_uri)
         )
-    documents = [d for d in documents if d not in duplicates]
+    duplicate_ids = {d.doc_id for d in duplicates}
+    documents = [d for d in documents if d.doc_id not in duplicate_ids]
     written = {d.doc_id for d in documents}
     gone = {
         doc_id
@@ -250,7 +260,7 @@ def _commit(
     unchanged = set(live) - written - gone
     new = len(written - set(live))
     counts = (new, len(written) - new, len(gone))
-    state = _state_after(rows, root, parent.bundle_id, files_now)
+    state = _state_after(rows, earlier, files_now)
     if not written and not gone:
         write_state(
             root, {"listing": fingerprint(state), "bundle_id": parent.bundle_id, "files": state}
@@ -295,23 +305,12 @@ def _commit(
     )  # fmt: skip
 
 
-def _stale_files(rows: WindowRows, state: dict[str, Any], active: str) -> set[str]:
-    """Files this window read in a version older than the one the active generation's
-    listing has (windows committed out of order)."""
-    if state.get("bundle_id") != active:
-        return set()
-    earlier = state.get("files") or {}
-    return {p for p, stat in rows.files.items() if p in earlier and earlier[p][1] > stat[1]}
-
-
 def _state_after(
-    rows: WindowRows, root: str, active: str, files_now: dict[str, list[float]]
+    rows: WindowRows, earlier: dict[str, list[float]], files_now: dict[str, list[float]]
 ) -> dict[str, list[float]]:
     """The input listing behind the generation this window publishes: each file as the
     window read it, or as the listing behind the active generation had it; files not yet
     read (landed after the window closed) are left out, so a refresh reads them."""
-    before = read_state(root)
-    earlier = before.get("files") or {} if before.get("bundle_id") == active else {}
     state = {}
     for path in files_now:
         if path in rows.files:

@@ -26,6 +26,7 @@ import json
 import logging
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 import apache_beam as beam
@@ -38,7 +39,6 @@ from evidex.refresh import RefreshResult
 from pipelines.compact import MergePolicy
 from store import table_cache
 from store.bundles import resolve_root
-from store.config import BuildConfig
 from transforms.chunk import ChunkDocuments
 from transforms.embed import EmbedChunks
 from transforms.extract import ACRONYMS, MENTIONS, STATEMENTS, ExtractKnowledge
@@ -50,12 +50,24 @@ from transforms.tags import BAD, GOOD
 logger = logging.getLogger(__name__)
 
 
-def build_settings(input_pattern: str, root: str, build_args: Sequence[str]) -> BuildConfig:
-    """The build configuration every window uses (the stream's build options)."""
+def commit_settings(input_pattern: str, root: str, build_args: Sequence[str]) -> CommitSettings:
+    """What every window uses, from the stream's build options: the build configuration
+    and the embedding model's fingerprint (the model itself is loaded by each worker)."""
     from pipelines.build_index import EvidexBuildOptions, config_from_options
+    from store.models import fingerprint, load_sentence_transformer, resolve_model
 
     options = PipelineOptions(["--input", input_pattern, "--root", root, *build_args])
-    return config_from_options(options.view_as(EvidexBuildOptions))
+    opts = options.view_as(EvidexBuildOptions)
+    config = config_from_options(opts)
+    model_path = resolve_model(config.embed.model)
+    loaded = load_sentence_transformer(model_path)
+    return CommitSettings(
+        config=config,
+        model=fingerprint(loaded, config.embed.model, spacy_pipeline=config.spacy_pipeline),
+        model_path=model_path,
+        keep_failed=bool(opts.keep_failed),
+        encoder_artifact=bool(opts.query_encoder_artifact),
+    )
 
 
 def _notified_paths(message: Any) -> Iterator[str]:
@@ -95,34 +107,25 @@ class _CommitWindowFn(beam.DoFn):
         root: str | None,
         build_args: list[str],
         policy: MergePolicy | None,
+        settings: CommitSettings,
         since: float | None = None,
     ) -> None:
         self._input = input_pattern
         self._root = root
         self._build_args = build_args
         self._policy = policy
+        self._settings = settings  # resolved when the pipeline was built; the model loads here
         self._since = since
 
     def setup(self) -> None:
         from evidex.compactor import BackgroundCompaction
-        from pipelines.build_index import EvidexBuildOptions
-        from store.models import fingerprint, load_sentence_transformer, resolve_model
+        from store.models import load_sentence_transformer
 
         root = resolve_root(self._root)
-        config = build_settings(self._input, root, self._build_args)
-        options = PipelineOptions(["--root", root, *self._build_args])
-        opts = options.view_as(EvidexBuildOptions)
-        model_path = resolve_model(config.embed.model)
-        loaded = load_sentence_transformer(model_path)
-        self._settings = CommitSettings(
-            config=config,
-            model=fingerprint(loaded, config.embed.model, spacy_pipeline=config.spacy_pipeline),
-            model_path=model_path,
-            keep_failed=bool(opts.keep_failed),
-            encoder_artifact=bool(opts.query_encoder_artifact),
-            loaded=loaded,
-        )
-        self._embed = unit_vectors(model_path, loaded, config.embed.batch_size)
+        settings = self._settings
+        loaded = load_sentence_transformer(settings.model_path)
+        self._settings = replace(settings, loaded=loaded)
+        self._embed = unit_vectors(settings.model_path, loaded, settings.config.embed.batch_size)
         loops = _LOOP_COMPACTORS.get(root)
         self._owned = loops is None  # else the local loop's, which outlives this DoFn
         if loops is None:
@@ -180,10 +183,9 @@ def build_windowed_pipeline(
     that must reach the committer) the periodic impulse. With ``since`` (when the local
     loop began the window), a progress line counts the seconds from then.
     """
-    from store.models import resolve_model
-
     resolved = resolve_root(root)
-    config = build_settings(input_pattern, resolved, build_args)
+    settings = commit_settings(input_pattern, resolved, build_args)
+    config = settings.config
     glob, input_root = pattern_and_root(input_pattern)
     allow = fileio.EmptyMatchTreatment.ALLOW  # a file gone before it is read: the listing's
     if arrivals is not None:
@@ -235,12 +237,8 @@ def build_windowed_pipeline(
     )
     fresh = parsed[GOOD] | "SkipLive" >> SkipLive(resolved)
     documents = fresh["documents"]
-    model_path = resolve_model(config.embed.model)
-    from store.models import fingerprint, load_sentence_transformer
-
-    loaded = load_sentence_transformer(model_path)
-    model = fingerprint(loaded, config.embed.model, spacy_pipeline=config.spacy_pipeline)
-    max_tokens = model.max_seq_length - 2  # as the build's chunker
+    model_path = settings.model_path
+    max_tokens = settings.model.max_seq_length - 2  # as the build's chunker
     chunked = documents | "ChunkDocuments" >> ChunkDocuments(
         model=model_path, config=config.chunk, max_tokens=max_tokens
     )
@@ -291,6 +289,7 @@ def build_windowed_pipeline(
                 root=root,
                 build_args=list(build_args),
                 policy=policy,
+                settings=settings,
                 since=since,
             )
         )

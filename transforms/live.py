@@ -24,7 +24,8 @@ SEEN = "seen"
 
 
 class ActiveView:
-    """The active generation's live documents, read again only when ``ACTIVE`` moves.
+    """The active generation's live documents, as of the last :meth:`read` (which reads
+    them again only when ``ACTIVE`` moved).
 
     ``documents()`` is empty when nothing is active or the active generation predates
     segments (the stream's committer then hands the window to a full refresh).
@@ -34,13 +35,15 @@ class ActiveView:
         self._root = root
         self._active: str | None = None
         self._live: dict[str, LiveDocument] = {}
-        self._tables: dict[str, str] = {}
+        self._segments: list[Any] = []
+        self._tables: dict[str, str] | None = None
 
-    def _read(self) -> None:
+    def read(self) -> None:
+        """Look at ``ACTIVE`` again, and read its generation if it moved."""
         active = read_active(self._root)
         if active == self._active:
             return
-        self._active, self._live, self._tables = active, {}, {}
+        self._active, self._live, self._segments, self._tables = active, {}, [], None
         if active is None:
             return
         path = bundles.bundle_path(self._root, active)
@@ -51,28 +54,25 @@ class ActiveView:
             segments = open_segments(
                 path, manifest, verify=False, locate=lambda b: bundles.bundle_path(self._root, b)
             )
-            self._live = live_revisions(segments)
+            self._live, self._segments = live_revisions(segments), segments
         except (bundles.BundleError, OSError, ValueError) as exc:
             logger.warning("active generation %s unreadable (%s): nothing skipped", active, exc)
-            return
-        self._tables = {
-            doc_id: storage.join(segments[doc.position].path, bundles.CHUNKS)
-            for doc_id, doc in self._live.items()
-        }
 
     @property
     def active(self) -> str | None:
-        self._read()
         return self._active
 
     def documents(self) -> dict[str, LiveDocument]:
         """Each live document of the active generation (id -> where, in what state)."""
-        self._read()
         return self._live
 
     def chunk_tables(self) -> dict[str, str]:
         """Each live document -> the chunk table of the segment holding it."""
-        self._read()
+        if self._tables is None:
+            self._tables = {
+                doc_id: storage.join(self._segments[doc.position].path, bundles.CHUNKS)
+                for doc_id, doc in self._live.items()
+            }
         return self._tables
 
 
@@ -82,6 +82,9 @@ class _SkipLiveFn(beam.DoFn):
 
     def setup(self) -> None:
         self._view = ActiveView(self._root)
+
+    def start_bundle(self) -> None:
+        self._view.read()  # once a bundle, not once a document (the committer checks again)
 
     def process(self, doc: Document) -> Iterator[Any]:
         yield beam.pvalue.TaggedOutput(SEEN, doc.doc_id)
@@ -118,6 +121,7 @@ class _LiveVectorsFn(beam.DoFn):
         self._view = ActiveView(self._root)
 
     def process(self, doc_ids: list[str]) -> Iterator[tuple[str, Any]]:
+        self._view.read()
         yield from edited_vectors(doc_ids, where=self._view.chunk_tables())
 
 
