@@ -23,10 +23,36 @@ DOCS = {
 WAIT = 240
 
 
-def start_stream(watch: Path, root: Path, *extra: str) -> subprocess.Popen:
+# Run the real stream, but stop its commit just before ``ACTIVE`` is swapped: it writes
+# the file named by argv[1] and waits there forever, so a kill lands inside the commit
+# however fast the commit is (the stream itself is unchanged).
+HOLD_BEFORE_SWAP = """
+import runpy, sys, time
+from pathlib import Path
+from store.pointer import LocalPointerStore
+
+reached = Path(sys.argv.pop(1))
+
+def held(self, expected, new):
+    reached.write_text(new)
+    while True:
+        time.sleep(60)
+
+LocalPointerStore.swap_locked = held
+sys.argv[0] = "pipelines.stream"
+runpy.run_module("pipelines.stream", run_name="__main__", alter_sys=True)
+"""
+
+
+def start_stream(
+    watch: Path, root: Path, *extra: str, hold_before_swap: Path | None = None
+) -> subprocess.Popen:
     log = open(root.parent / f"stream-{time.monotonic_ns()}.log", "w")  # noqa: SIM115
+    launch = ["-m", "pipelines.stream"]
+    if hold_before_swap is not None:
+        launch = ["-c", HOLD_BEFORE_SWAP, str(hold_before_swap)]
     return subprocess.Popen(
-        [sys.executable, "-m", "pipelines.stream", "--input", str(watch), "--root", str(root),
+        [sys.executable, *launch, "--input", str(watch), "--root", str(root),
          "--window", "4s", "--poll", "1s", "--stop_after", "900s", *extra],
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -102,14 +128,19 @@ def test_a_killed_stream_restarts_without_losing_or_duplicating(tmp_path):
         stream.send_signal(signal.SIGKILL)  # between windows
         stream.wait()
         (watch / "glass.txt").write_text(DOCS["glass.txt"], encoding="utf-8")
-        stream = start_stream(watch, root, "--knowledge=false")
-        # Kill it again mid-window: once a build has started staging a bundle.
+        # Kill it again during the commit: the window's generation is written and
+        # validated, and the stream is about to swap ACTIVE.
+        reached = tmp_path / "swap-reached"
+        stream = start_stream(watch, root, "--knowledge=false", hold_before_swap=reached)
         deadline = time.monotonic() + WAIT
-        while time.monotonic() < deadline and not any((root / "staging").glob("*/*")):
+        while time.monotonic() < deadline and not reached.exists():
+            assert stream.poll() is None, "the stream exited before its commit"
             time.sleep(0.2)
+        assert reached.exists(), "the stream never reached its commit"
+        assert Path(bundle_path(str(root), reached.read_text())).is_dir()  # written, not active
         stream.send_signal(signal.SIGKILL)
         stream.wait()
-        assert set(active_documents(root)) == {"owls.md"}  # the half-built window is not active
+        assert set(active_documents(root)) == {"owls.md"}  # the half-committed window is not active
         (watch / "rust.md").write_text(DOCS["rust.md"], encoding="utf-8")
         stream = start_stream(watch, root, "--knowledge=false")
         docs = wait_for(root, {"owls.md", "glass.txt", "rust.md"})
