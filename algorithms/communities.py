@@ -8,13 +8,31 @@ entities and key relations as sentences, and points to representative chunks;
 
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 import networkx as nx
 
 from algorithms.graph import entity_graph, internal_edges, louvain_levels, weighted_degree
 from algorithms.summaries import COOCCURRENCE
 from schemas import Community, Relation, stable_id
-from store.config import KnowledgeConfig
+
+
+class CommunitySettings(Protocol):
+    """What community detection reads of its settings (``store.config.KnowledgeConfig``
+    has these fields; any object with them will do)."""
+
+    @property
+    def louvain_resolution(self) -> float: ...
+    @property
+    def min_community_size(self) -> int: ...
+    @property
+    def min_community_documents(self) -> int: ...
+    @property
+    def report_entities(self) -> int: ...
+    @property
+    def report_relations(self) -> int: ...
+    @property
+    def representative_chunks(self) -> int: ...
 
 
 def _pair(a: str, b: str) -> tuple[str, str]:
@@ -30,8 +48,8 @@ def _report(
     graph: nx.Graph,
     internal: list[Relation],
     names: Mapping[str, str],
-    config: KnowledgeConfig,
-) -> tuple[str, list[str], list[str], list[str]]:
+    config: CommunitySettings,
+) -> tuple[str, str, list[str], list[str]]:
     """Title, report text, representative chunks, evidence chunks."""
     central = _ranked(weighted_degree(graph, members), names)
     title = ", ".join(names[n] for n in central[:3])
@@ -66,7 +84,7 @@ def detect_communities(
     relations: Sequence[Relation],
     names: Mapping[str, str],
     *,
-    config: KnowledgeConfig,
+    config: CommunitySettings,
     seed: int,
 ) -> list[Community]:
     """Every community of at least ``config.min_community_size`` entities, at every level.

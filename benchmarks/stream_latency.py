@@ -82,7 +82,7 @@ def until_phase(now: float, phase: float, cycle: float) -> float:
 
 def caught_up(root: str, watch: Path) -> bool:
     """The stream's last activated listing is the input's current one."""
-    from evidex.refresh import read_state
+    from pipelines.refresh import read_state
 
     state = read_state(root)
     files = {str(p) for p in watch.iterdir()}

@@ -39,7 +39,7 @@ from pipelines.options import add_build_arguments
 from pipelines.segment import write_segments
 from schemas import DEAD_LETTER_SCHEMA, register_coders
 from schemas.manifest import KnowledgeState, Manifest, ModelFingerprint
-from store import bundles, storage
+from store import bundles, manifests, storage
 from store.activation import read_active
 from store.config import (
     STDLIB_CORPUS,
@@ -626,7 +626,7 @@ def write_generation(
     from ``parent`` (with the deletions of what changed or went), the delta counts
     (``embedded``: chunk texts and knowledge texts embedded), the knowledge state. ``local``
     is ``staging`` itself, or its local copy (:func:`local_staging`). Shared by the build
-    and the stream's committer (``evidex.commit``).
+    and the stream's committer (``pipelines.commit``).
 
     Raises:
         BuildFailedError: too few documents got through (see :func:`check_bad_ratio`).
@@ -649,7 +649,7 @@ def write_generation(
         delta,
     )
     logger.info("%s", embedding_summary(chunks, delta))
-    manifest = bundles.write_manifest(
+    manifest = manifests.write_manifest(
         local,
         bundle_id=bundle_id,
         config=config,
@@ -664,7 +664,7 @@ def write_generation(
         kept_revisions=[(d, parent.live[d].revision) for d in unchanged] if parent else (),
     )
     if local != staging:  # object store: the manifests join the staged files
-        bundles.upload_manifests(local, staging)
+        manifests.upload_manifests(local, staging)
     return manifest
 
 

@@ -34,7 +34,7 @@ from pipelines.knowledge import KNOWLEDGE_COUNTER, assemble_knowledge
 from pipelines.segment import write_segments
 from schemas import Chunk, register_coders
 from schemas.manifest import KnowledgeState, Manifest
-from store import bundles, storage
+from store import bundles, manifests, storage
 from store.activation import read_active
 from store.config import BuildConfig
 from store.models import force_offline, resolve_model
@@ -284,7 +284,7 @@ def run(
             if deleting:  # the input's explicit deletes still hold (see build_index)
                 delta["deleting_files"] = deleting
             with local_staging(staging) as local:
-                written = bundles.write_manifest(
+                written = manifests.write_manifest(
                     local,
                     bundle_id=bundle_id,
                     config=config,
@@ -299,7 +299,7 @@ def run(
                     kept_revisions=kept_revisions,
                 )
                 if local != staging:
-                    bundles.upload_manifests(local, staging)
+                    manifests.upload_manifests(local, staging)
         except BaseException:
             discard(resolved, bundle_id, keep_failures=False)
             raise

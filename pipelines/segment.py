@@ -117,7 +117,7 @@ def write_segment_rows(
     model: ModelFingerprint,
 ) -> None:
     """What :class:`WriteSegment` writes, from rows in memory: the stream's committer
-    (``evidex.commit``) turns one window's documents and embedded chunks into a segment
+    (``pipelines.commit``) turns one window's documents and embedded chunks into a segment
     with the same writers, without a pipeline of its own."""
     join, dimension = storage.join, model.dimension
     write_rows(

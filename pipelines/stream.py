@@ -13,45 +13,38 @@ triggers, so on one machine the default ``--engine loop`` drives the same pipeli
 instead: once per window, in batch, over the files whose size or modification time
 changed since the active generation's listing, with the same committer
 (:func:`pipelines.stream_windows.run_window`). ``--engine refresh`` keeps the engine
-before it: a delta refresh of the whole input per window (``evidex/refresh.py``).
+before it: a delta refresh of the whole input per window (``pipelines/refresh.py``).
 Either way a document is never lost or applied twice across a crash, and files that
 disappear are deletions.
 """
 
 import argparse
 import logging
-import os
 import re
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
-from evidex.compactor import BackgroundCompaction
-from evidex.refresh import RefreshResult, refresh
 from pipelines.compact import DEFAULT_MAX_DELETED_SHARE, DEFAULT_MAX_SEGMENTS, MergePolicy
-from pipelines.stream_windows import build_windowed_pipeline, run_window
-from store import storage, table_cache
-from store.bundles import (
-    CHUNKS,
-    DOCUMENTS,
-    BundleError,
-    local_bundle,
-    read_manifest,
-    resolve_root,
+from pipelines.compactor import BackgroundCompaction
+from pipelines.refresh import RefreshResult, refresh
+from pipelines.stream_windows import (
+    build_windowed_pipeline,
+    report,
+    retain_active_tables,
+    run_window,
 )
+from store import table_cache
+from store.bundles import resolve_root
 from store.memory import choose_memory_pool
 from store.models import keep_models_loaded
-from store.segments import EXTRACTED_STATEMENTS, open_segments
 
 logger = logging.getLogger(__name__)
 
-ROWS = (DOCUMENTS, CHUNKS, EXTRACTED_STATEMENTS)
-"""The segment tables whose rows every window reads (``store.segments.live_revisions``,
-the knowledge update's statements)."""
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)?$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 
@@ -115,33 +108,6 @@ def stream_arguments() -> argparse.ArgumentParser:
     return parser
 
 
-def retain_active_tables(root: str) -> None:
-    """Keep in memory only the tables the next window reads again: the active
-    generation's own files and its segments' document and chunk rows."""
-    from store.activation import read_active
-
-    active = None if storage.is_remote(root) else read_active(root)
-    keep: Callable[[str], bool] = lambda file: False  # noqa: E731  # keeping nothing is safe
-    if active is not None:
-        try:
-            path = local_bundle(root, active)
-            segments = open_segments(
-                path, read_manifest(path), verify=False, locate=lambda b: local_bundle(root, b)
-            )
-        except (BundleError, OSError, ValueError) as exc:
-            logger.debug("table cache emptied: %s", exc)
-        else:
-            own = os.path.realpath(path)
-            rows = {os.path.realpath(os.path.join(s.path, n)) for s in segments for n in ROWS}
-            keep = lambda file: os.path.dirname(file) == own or file in rows  # noqa: E731
-    table_cache.retain(keep)
-
-
-def report(line: str) -> None:
-    logger.info(line)
-    print(line, flush=True)
-
-
 def run_loop(
     input_pattern: str,
     root: str | None,
@@ -156,11 +122,11 @@ def run_loop(
     """Run one window's work per window until ``stop_after``; returns the number of
     windows run. ``engine`` "loop": the stream's pipeline over the files that changed
     (:func:`pipelines.stream_windows.run_window`); "refresh": a delta refresh of the whole
-    input (``evidex.refresh``).
+    input (``pipelines.refresh``).
 
     Windows are aligned to multiples of ``window_seconds``; a window whose work takes
     longer than a window delays the next one (windows never overlap). Compaction runs
-    beside the windows (``evidex.compactor``).
+    beside the windows (``pipelines.compactor``).
     """
     keep_models_loaded()  # every window's pipeline reuses the models the first loaded
     table_cache.enable()  # each window reads the tables the window before it wrote

@@ -7,14 +7,14 @@ rows become one segment, published by a single committer::
       -> ParseMatches -> SkipLive (same document, same revision: no work)
       -> ChunkDocuments -> EmbedChunks (an edit's unchanged passages keep their vectors)
       -> ExtractKnowledge (spaCy)
-      -> Gather per window -> CommitWindow (evidex.commit: segment, knowledge update,
+      -> Gather per window -> CommitWindow (pipelines.commit: segment, knowledge update,
                                             validate, compare-and-swap ACTIVE)
 
 A tick per window (``PeriodicImpulse``) makes every window reach the committer, which
 lists the input: a file that disappears is a deletion even when nothing arrives.
 Models are loaded once per worker (the transforms' ``setup``), not once per window.
 The first generation, and the windows the committer cannot extend the active generation
-with (see :mod:`evidex.commit`), are built by a batch refresh of the input.
+with (see :mod:`pipelines.commit`), are built by a batch refresh of the input.
 
 Exactly once across crashes: a restarted stream lists the input again, and every
 document a committed generation holds in the same state is skipped, so nothing is lost,
@@ -24,8 +24,9 @@ nothing applied twice, and nothing committed is embedded again.
 import fnmatch
 import json
 import logging
+import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -34,11 +35,19 @@ from apache_beam.io import fileio
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms import window
 
-from evidex.commit import CommitSettings, WindowRows, commit_window, unit_vectors
-from evidex.refresh import RefreshResult
+from pipelines.commit import CommitSettings, WindowRows, commit_window, unit_vectors
 from pipelines.compact import MergePolicy
-from store import table_cache
-from store.bundles import resolve_root
+from pipelines.refresh import RefreshResult
+from store import storage, table_cache
+from store.bundles import (
+    CHUNKS,
+    DOCUMENTS,
+    BundleError,
+    local_bundle,
+    read_manifest,
+    resolve_root,
+)
+from store.segments import EXTRACTED_STATEMENTS, open_segments
 from transforms.chunk import ChunkDocuments
 from transforms.embed import EmbedChunks
 from transforms.extract import ACRONYMS, MENTIONS, STATEMENTS, ExtractKnowledge
@@ -118,7 +127,7 @@ class _CommitWindowFn(beam.DoFn):
         self._since = since
 
     def setup(self) -> None:
-        from evidex.compactor import BackgroundCompaction
+        from pipelines.compactor import BackgroundCompaction
         from store.models import load_sentence_transformer
 
         root = resolve_root(self._root)
@@ -141,8 +150,6 @@ class _CommitWindowFn(beam.DoFn):
     def process(
         self, gathered: dict[str, list[Any]], win: Any = beam.DoFn.WindowParam
     ) -> Iterator[str]:
-        from pipelines.stream import report, retain_active_tables
-
         root = resolve_root(self._root)
         result = commit_window(
             WindowRows.of(gathered, start=float(win.start)),
@@ -310,7 +317,7 @@ def run_window(
     window) and its committer, which prints the window's line. Returns the result when
     no pipeline ran (nothing changed, or a refresh built the generation), else ``None``.
     """
-    from evidex.refresh import fingerprint, listing, read_state, refresh
+    from pipelines.refresh import fingerprint, listing, read_state, refresh
     from store.activation import read_active
 
     started, started_at = time.monotonic(), time.time()
@@ -346,3 +353,35 @@ def run_window(
     )
     pipeline.run().wait_until_finish()
     return None
+
+
+ROWS = (DOCUMENTS, CHUNKS, EXTRACTED_STATEMENTS)
+"""The segment tables whose rows every window reads (``store.segments.live_revisions``,
+the knowledge update's statements)."""
+
+
+def retain_active_tables(root: str) -> None:
+    """Keep in memory only the tables the next window reads again: the active
+    generation's own files and its segments' document and chunk rows."""
+    from store.activation import read_active
+
+    active = None if storage.is_remote(root) else read_active(root)
+    keep: Callable[[str], bool] = lambda file: False  # noqa: E731  # keeping nothing is safe
+    if active is not None:
+        try:
+            path = local_bundle(root, active)
+            segments = open_segments(
+                path, read_manifest(path), verify=False, locate=lambda b: local_bundle(root, b)
+            )
+        except (BundleError, OSError, ValueError) as exc:
+            logger.debug("table cache emptied: %s", exc)
+        else:
+            own = os.path.realpath(path)
+            rows = {os.path.realpath(os.path.join(s.path, n)) for s in segments for n in ROWS}
+            keep = lambda file: os.path.dirname(file) == own or file in rows  # noqa: E731
+    table_cache.retain(keep)
+
+
+def report(line: str) -> None:
+    logger.info(line)
+    print(line, flush=True)

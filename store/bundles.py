@@ -22,17 +22,10 @@ import pyarrow.parquet as pq
 
 from schemas.manifest import (
     READABLE_SCHEMA_VERSIONS,
-    SCHEMA_VERSION,
-    FileEntry,
     IndexInfo,
-    KnowledgeState,
     Manifest,
-    ModelFingerprint,
-    QueryEncoderInfo,
-    SegmentRef,
 )
-from store import __version__, storage, table_cache
-from store.config import BuildConfig
+from store import storage, table_cache
 from store.npy import header_dtype
 
 DEFAULT_ROOT = ".evidex"
@@ -192,11 +185,6 @@ def fingerprint_pairs(pairs: Iterable[tuple[str, str]]) -> str:
     return hashlib.sha256(payload).hexdigest()
 
 
-def _revisions(staging: str) -> list[tuple[str, str]]:
-    table = pq.read_table(os.path.join(staging, DOCUMENTS), columns=["doc_id", "revision"])
-    return list(zip(table["doc_id"].to_pylist(), table["revision"].to_pylist(), strict=True))
-
-
 def input_fingerprint(documents_parquet: str) -> str:
     """:func:`fingerprint_pairs` of a documents table."""
     table = pq.read_table(documents_parquet, columns=["doc_id", "revision"])
@@ -249,122 +237,6 @@ def read_parquet(path: str, columns: list[str] | None = None) -> pa.Table:
     ``pq.read_table`` goes through ``pyarrow.dataset``, whose import costs a cold query
     about 0.3 s."""
     return pq.ParquetFile(path).read(columns=columns)
-
-
-def write_manifest(
-    staging: str,
-    *,
-    bundle_id: str,
-    config: BuildConfig,
-    model: ModelFingerprint,
-    parent_bundle_id: str | None,
-    delta: dict[str, Any] | None = None,
-    now: dt.datetime | None = None,
-    query_encoder: QueryEncoderInfo | None = None,
-    segments: list[SegmentRef] | None = None,
-    knowledge_state: KnowledgeState | None = None,
-    kept_revisions: Iterable[tuple[str, str]] = (),
-) -> Manifest:
-    """Checksum every file in ``staging`` and write its ``manifest.json``: a generation
-    reading ``segments`` (kept from its parent, with their deletions) and its own.
-    ``kept_revisions`` are the ``(doc_id, revision)`` pairs live in the kept segments:
-    with the own segment's documents they make the input fingerprint.
-
-    A bundle that wrote several segments (``parts/<k>/``) gets a manifest in each part
-    first, checksummed with the rest; the generation lists every part, and its row counts
-    and input fingerprint cover them all."""
-    from store.segments import own_parts, own_segment, segment_digest
-
-    folders = own_parts(staging)
-    parts = {
-        folder: write_manifest(
-            os.path.join(staging, folder),
-            bundle_id=bundle_id,
-            config=config,
-            model=model,
-            parent_bundle_id=None,
-            now=now,
-        )
-        for folder in folders
-        if folder
-    }
-    files = {
-        rel: FileEntry(
-            sha256=sha256_file(os.path.join(staging, rel)),
-            size=os.path.getsize(os.path.join(staging, rel)),
-        )
-        for rel in storage.list_files(staging)
-        if rel not in (MANIFEST, VALIDATION_REPORT)
-    }
-    row_counts = {
-        name: sum(
-            pq.ParquetFile(os.path.join(staging, folder, filename)).metadata.num_rows
-            for folder in {"", *folders}
-            if os.path.exists(os.path.join(staging, folder, filename))
-        )
-        for name, filename in TABLES.items()
-        if any(os.path.exists(os.path.join(staging, f, filename)) for f in {"", *folders})
-    }
-    dead = {
-        rel.split("/", 1)[1].removesuffix(".parquet"): pq.ParquetFile(
-            os.path.join(staging, rel)
-        ).metadata.num_rows
-        for rel in files
-        if rel.startswith(FAILURES_DIR + "/")
-    }
-    indexes = {
-        rel: read_index_header(os.path.join(staging, rel))
-        for rel in files
-        if rel.endswith(".usearch")
-    }
-    manifest = Manifest(
-        schema_version=SCHEMA_VERSION,
-        evidex_version=__version__,
-        bundle_id=bundle_id,
-        parent_bundle_id=parent_bundle_id,
-        created_at=(now or dt.datetime.now(dt.UTC)).isoformat(timespec="seconds"),
-        input_fingerprint=fingerprint_pairs(
-            [*(r for f in folders for r in _revisions(os.path.join(staging, f))), *kept_revisions]
-        ),
-        config_hash=config.config_hash(),
-        config=config.model_dump(mode="json"),
-        model=model,
-        row_counts=row_counts,
-        dead_letter_counts=dead,
-        delta=delta,
-        indexes=indexes,
-        files=files,
-        query_encoder=query_encoder,
-        knowledge_state=knowledge_state,
-    )
-    own = [
-        SegmentRef(
-            bundle_id=bundle_id,
-            part=folder,
-            digest=segment_digest(part),
-            documents=part.row_counts.get("documents", 0),
-            chunks=part.row_counts.get("chunks", 0),
-        )
-        for folder, part in parts.items()
-    ] or [own_segment(manifest)]
-    manifest = manifest.model_copy(update={"segments": [*(segments or []), *own]})
-    manifest = Manifest.model_validate(manifest.model_dump())
-    with open(os.path.join(staging, MANIFEST), "w", encoding="utf-8") as handle:
-        handle.write(json.dumps(manifest.model_dump(mode="json"), indent=2, sort_keys=True))
-        handle.flush()
-        os.fsync(handle.fileno())
-    return manifest
-
-
-def upload_manifests(local: str, staging: str) -> None:
-    """Copy the manifests :func:`write_manifest` wrote in ``local`` (the bundle's, and each
-    part's) to ``staging`` on an object store, the bundle's last."""
-    from store.segments import own_parts
-
-    for rel in [*(f"{f}/{MANIFEST}" for f in own_parts(local) if f), MANIFEST]:
-        storage.write_bytes(
-            storage.join(staging, rel), storage.read_bytes(os.path.join(local, rel))
-        )
 
 
 def publish(root: str, staging: str, bundle_id: str) -> str:

@@ -703,7 +703,7 @@ def apply_update(
 ) -> int:
     """What :class:`UpdateKnowledge`, the embedding of its texts and
     :class:`WriteSurfaces` do in a refresh, on rows in memory: the stream's committer
-    (``evidex.commit``) updates the parent's knowledge layer with one window's
+    (``pipelines.commit``) updates the parent's knowledge layer with one window's
     extraction without a pipeline of its own.
 
     Args:

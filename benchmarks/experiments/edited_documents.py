@@ -29,7 +29,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     import pyarrow.parquet as pq
 
-    from evidex.refresh import refresh
+    from pipelines.refresh import refresh
     from store.bundles import CHUNKS, local_bundle
     from store.models import force_offline
 

@@ -31,7 +31,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--offset", type=int, default=600, help="first record to add")
     parser.add_argument("--records", default=str(SHARED / "hotpotqa_train100" / "corpus.jsonl"))
     args = parser.parse_args(argv)
-    from evidex.refresh import refresh
+    from pipelines.refresh import refresh
     from store import table_cache
     from store.memory import choose_memory_pool
     from store.models import force_offline, keep_models_loaded

@@ -7,7 +7,7 @@ import os
 import pyarrow.parquet as pq
 import pytest
 
-from evidex.refresh import read_state, refresh
+from pipelines.refresh import read_state, refresh
 from store.activation import read_active
 from store.bundles import FAILURES_DIR, bundle_path, read_manifest
 from store.segments import live_revisions, open_segments
@@ -83,8 +83,8 @@ def test_a_refresh_reads_only_changed_files_and_keeps_the_rest_unread(tmp_path):
 
 @pytest.mark.slow
 def test_compaction_runs_beside_the_windows_and_they_rebase_onto_it(tmp_path):
-    from evidex.compactor import BackgroundCompaction
     from pipelines.compact import MergePolicy
+    from pipelines.compactor import BackgroundCompaction
 
     watch, root = tmp_path / "in", str(tmp_path / "root")
     watch.mkdir()

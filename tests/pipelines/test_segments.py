@@ -220,7 +220,7 @@ def test_the_merge_policy_names_why_a_generation_should_be_compacted():
 
 @pytest.mark.slow
 def test_a_refresh_compacts_when_the_policy_says_so(refreshed, tmp_path, query_encoder):
-    from evidex.refresh import compact_if_due
+    from pipelines.refresh import compact_if_due
     from store.bundles import read_manifest
 
     root, _, _ = refreshed

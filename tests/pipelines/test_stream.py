@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from evidex.refresh import read_state
+from pipelines.refresh import read_state
 from store.activation import read_active
 from store.bundles import bundle_path, read_manifest
 from store.segments import live_revisions, open_segments
@@ -244,7 +244,7 @@ def test_object_notifications_replace_polling_on_the_beam_engine(tmp_path):
 def test_a_stream_keeps_in_memory_only_what_its_next_window_reads(two_bundle_root):
     import pyarrow.parquet as pq
 
-    from pipelines.stream import ROWS, retain_active_tables
+    from pipelines.stream_windows import ROWS, retain_active_tables
     from store import table_cache
     from store.segments import EXTRACTED_STATEMENTS
 

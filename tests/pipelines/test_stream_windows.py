@@ -14,7 +14,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from apache_beam.testing.test_stream import TestStream
 from apache_beam.transforms import window
 
-from evidex.refresh import read_state, refresh
+from pipelines.refresh import read_state, refresh
 from pipelines.stream_windows import _notified_paths, build_windowed_pipeline
 from store.activation import read_active
 from store.bundles import bundle_path, read_manifest

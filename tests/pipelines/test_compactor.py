@@ -7,8 +7,8 @@ import types
 
 import pytest
 
-from evidex.compactor import NICENESS, BackgroundCompaction
 from pipelines.compact import MergePolicy
+from pipelines.compactor import NICENESS, BackgroundCompaction
 from store.activation import read_active
 
 
@@ -45,7 +45,7 @@ def test_a_refused_compaction_says_which_checks_failed(tmp_path):
     import sys
     import tempfile
 
-    from evidex.compactor import _Running
+    from pipelines.compactor import _Running
 
     report = {
         "compacted": True,

@@ -13,7 +13,7 @@ activated. A commit that fails or is refused leaves ``ACTIVE`` as it was.
 Deletions: a document whose file is gone from the input, or a record missing from a
 JSONL file the window read again. A changed document replaces its old revision.
 
-What this path does not take, it hands to the batch refresh (:func:`evidex.refresh.
+What this path does not take, it hands to the batch refresh (:func:`pipelines.refresh.
 refresh`), which builds the input's current state: nothing active yet (the first
 generation), an active generation this build cannot extend (other settings, no
 incremental knowledge layer), explicit deletes in play (tombstones and delete records
@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from evidex.refresh import (
+from pipelines.refresh import (
     RefreshResult,
     compact_if_due,
     fingerprint,
@@ -131,7 +131,7 @@ def commit_window(
     Args:
         embed: ``list[str] -> array`` of unit vectors with the build's model (the
             knowledge layer's new summaries and reports).
-        compactor: the stream's ``evidex.compactor.BackgroundCompaction``.
+        compactor: the stream's ``pipelines.compactor.BackgroundCompaction``.
     """
     with _ONE_AT_A_TIME:
         started = time.monotonic()

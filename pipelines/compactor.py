@@ -9,7 +9,7 @@ finished`): if nothing was activated since ``S``, the compacted generation is ac
 compacted generation instead of the active one, so the documents the windows added or
 changed meanwhile go into its new segment (read again, their vectors reused from the
 windows' segments: nothing is embedded twice) and the windows' segments are left out
-(see :func:`evidex.refresh.refresh`). Readers only ever see whole generations.
+(see :func:`pipelines.refresh.refresh`). Readers only ever see whole generations.
 
 The child is killed with the stream (Linux: a parent-death signal); a compaction cut
 short leaves its staging directory to the stale-staging sweep, and ``ACTIVE`` as it was.

@@ -1,6 +1,6 @@
 """One refresh of a bundle root from its input: delta build -> validate -> activate, then
 compaction when the merge policy calls for it (``pipelines.compact.MergePolicy``): here,
-or beside the stream's windows (``evidex.compactor``), which a refresh then takes in.
+or beside the stream's windows (``pipelines.compactor``), which a refresh then takes in.
 
 Shared by ``evidex stream`` (once per window) and scheduled runs. The input's
 current state is what gets built: new and changed documents are processed,
@@ -110,7 +110,7 @@ def refresh(
         input_pattern: file, directory or glob (any Beam filesystem).
         root: bundle root.
         build_args: extra ``evidex build`` / Beam options.
-        compactor: an ``evidex.compactor.BackgroundCompaction`` (the stream's): the merge
+        compactor: an ``pipelines.compactor.BackgroundCompaction`` (the stream's): the merge
             policy's compaction runs beside the windows, and a finished one is activated,
             or the refresh rebases onto it. Without one, compaction runs here, after the
             activation (:func:`compact_if_due`).
