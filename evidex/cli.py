@@ -120,6 +120,8 @@ def cmd_build(args: argparse.Namespace, beam_args: list[str]) -> int:
         argv.append("--delta=false")
     if args.metadata:
         argv += ["--metadata", args.metadata]
+    if args.id_field:
+        argv += ["--id_field", args.id_field]
     result = run(argv + _pipeline_flags(args) + beam_args)
     m = result.manifest
     payload = {
@@ -132,13 +134,14 @@ def cmd_build(args: argparse.Namespace, beam_args: list[str]) -> int:
     }
     dead = sum(m.dead_letter_counts.values())
     delta = m.delta or {}
-    documents = m.row_counts["documents"] + delta.get("unchanged", 0)
+    documents = m.row_counts["documents"] + delta.get("unchanged", 0) + delta.get("moved", 0)
     chunks = m.row_counts["chunks"] + delta.get("chunks_reused", 0)
     segments = len(m.segments)
     human = (
         f"built bundle {result.bundle_id}: {documents} documents "
         f"({delta.get('new', 0)} new, {delta.get('changed', 0)} changed, "
-        f"{delta.get('unchanged', 0)} unchanged, {delta.get('deleted', 0)} deleted), "
+        f"{delta.get('moved', 0)} moved, {delta.get('unchanged', 0)} unchanged, "
+        f"{delta.get('deleted', 0)} deleted), "
         f"{chunks} chunks in {segments} segment{'s' if segments != 1 else ''}, "
         f"{dead} dead letters, {result.seconds:.0f}s\n"
         f"  {embedding_summary(chunks, delta)}\n"
@@ -927,6 +930,7 @@ _BUILD_OWN = frozenset(
         "source_role",
         "metadata",
         "title_in_text",
+        "id_field",
         "limit",
     }
 )
@@ -1004,6 +1008,17 @@ def _add_build(sub: Any) -> None:
         dest="title_in_text",
         action="store_true",
         help="JSONL: make each record's title the first paragraph of its text",
+    )
+    p.add_argument(
+        "--id-field",
+        dest="id_field",
+        metavar="FIELD[,FIELD]",
+        default=None,
+        help="fields holding a document's own id, tried in order: in each JSONL record "
+        "(default _id,id,doc_id) and, when given, in a file's front matter or --metadata "
+        "row. Without it a file's id is its path under --input, so a renamed file is a new "
+        "document; with it (or with JSONL ids) a moved or re-exported document keeps its "
+        "rows: it is counted as moved, and nothing of it is parsed or embedded again",
     )
     p.add_argument(
         "--limit",

@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -73,6 +73,7 @@ from transforms.chunk import ChunkDocuments
 from transforms.delta import (
     CHANGED,
     DUPLICATE,
+    MOVED,
     UNCHANGED,
     ReadEditedVectors,
     ReadKnownVectors,
@@ -177,6 +178,18 @@ class BuildResult:
     seconds: float
 
 
+def id_fields(option: str | None) -> dict[str, tuple[str, ...]]:
+    """``--id_field a,b`` -> the ingest config's id fields for JSONL records and files
+    (nothing when the option is not given: the defaults hold).
+
+    Example:
+        >>> id_fields("uuid, slug")
+        {'jsonl_id_fields': ('uuid', 'slug'), 'file_id_fields': ('uuid', 'slug')}
+    """
+    fields = tuple(f.strip() for f in (option or "").split(",") if f.strip())
+    return {"jsonl_id_fields": fields, "file_id_fields": fields} if fields else {}
+
+
 def config_from_options(opts: EvidexBuildOptions) -> BuildConfig:
     """Resolve pipeline options into the frozen build config."""
     return BuildConfig(
@@ -188,6 +201,7 @@ def config_from_options(opts: EvidexBuildOptions) -> BuildConfig:
             limit=opts.limit,
             jsonl_title_in_text=opts.title_in_text,
             metadata=opts.metadata,
+            **id_fields(opts.id_field),
         ),
         chunk=ChunkConfig(target_tokens=opts.target_tokens, semantic=opts.semantic_chunking),
         embed=EmbedConfig(model=opts.model or DEFAULT_MODEL),
@@ -240,10 +254,19 @@ class ParentBundle:
         """``(doc_id, state)`` of every live document (see ``document_state``)."""
         return sorted((doc_id, doc.state) for doc_id, doc in self.live.items())
 
+    @property
+    def contents(self) -> list[tuple[str, str]]:
+        """``(doc_id, content_state)`` of every live document: what a document read from
+        another location must match to be moved, not changed (see ``content_state``)."""
+        return sorted((doc_id, doc.content) for doc_id, doc in self.live.items())
+
 
 UNCHANGED_IDS = ".unchanged.parquet"
 """Staging-only list of the documents a refresh kept where they are (removed before the
 manifest is written)."""
+MOVED_SOURCES = ".moved.parquet"
+"""Staging-only list of the kept documents read from a new location, with that location
+(removed before the manifest is written; the manifest's segment refs record it)."""
 
 
 def assemble(
@@ -281,7 +304,10 @@ def assemble(
     kept, update = None, None
     if parent is not None:
         delta = documents | "Delta" >> SplitByDelta(
-            parent.states, untouched=parent.untouched, deletes=deletes
+            parent.states,
+            parent_contents=parent.contents,
+            untouched=parent.untouched,
+            deletes=deletes,
         )
         documents = delta[CHANGED]
         read_bad = (read_bad, delta[DUPLICATE]) | "IngestDeadLetters" >> beam.Flatten()
@@ -291,6 +317,16 @@ def assemble(
                 {"doc_id": pa.array(sorted(batched_rows(batches)), type=pa.string())}
             ),
             sort_key=lambda batch: batch,
+        )
+        _ = delta[MOVED] | "WriteMovedSources" >> WriteTable(
+            storage.join(staging, MOVED_SOURCES),
+            to_table=lambda pairs: pa.table(
+                {
+                    "doc_id": pa.array([d for d, _ in pairs], type=pa.string()),
+                    "source_uri": pa.array([s for _, s in pairs], type=pa.string()),
+                }
+            ),
+            sort_key=lambda pair: pair,
         )
         if config.knowledge.enabled and parent.knowledge is not None:
             update = IncrementalParent(
@@ -590,6 +626,7 @@ def _build(
         raise BuildFailedError(f"pipeline failed: {' '.join(str(exc).split())[:2000]}") from exc
     with local_staging(staging) as local:
         unchanged = _unchanged_ids(local, staging) if parent is not None else set()
+        moved = _moved_sources(local, staging) if parent is not None else {}
         deleting = deleting_files(result)  # the next refresh reads them again
         return write_generation(
             local,
@@ -600,6 +637,7 @@ def _build(
             parent=parent,
             parent_id=base,
             unchanged=unchanged,
+            moved=moved,
             embedded=(_counter(result, "texts_embedded"), _counter(result, KNOWLEDGE_COUNTER)),
             query_encoder=query_encoder,
             keep_failed=opts.keep_failed,
@@ -621,9 +659,11 @@ def write_generation(
     query_encoder: Any,
     keep_failed: bool,
     deleting: Sequence[str] = (),
+    moved: Mapping[str, str] | None = None,
 ) -> Manifest:
     """Check the staged bundle's dead letters and write its manifest: the segments kept
-    from ``parent`` (with the deletions of what changed or went), the delta counts
+    from ``parent`` (with the deletions of what changed or went, and the new sources of
+    ``moved``: kept documents read from another location), the delta counts
     (``embedded``: chunk texts and knowledge texts embedded), the knowledge state. ``local``
     is ``staging`` itself, or its local copy (:func:`local_staging`). Shared by the build
     and the stream's committer (``pipelines.commit``).
@@ -638,14 +678,16 @@ def write_generation(
         kept=keep_failed,
         unchanged=len(unchanged),
     )
-    kept, reused = kept_segments(parent, unchanged)
-    delta = delta_counts(local, parent, unchanged, embedded[0], reused)
+    moved = dict(moved or {})
+    kept, reused = kept_segments(parent, unchanged, moved)
+    delta = delta_counts(local, parent, unchanged, embedded[0], reused, moved=len(moved))
     delta["knowledge_texts_embedded"] = embedded[1]
     if deleting:
         delta["deleting_files"] = list(deleting)
     chunks = staged_rows(local, bundles.CHUNKS) + delta["chunks_reused"]
     logger.info(
-        "documents: %(new)d new, %(changed)d changed, %(unchanged)d unchanged, %(deleted)d deleted",
+        "documents: %(new)d new, %(changed)d changed, %(moved)d moved, %(unchanged)d unchanged, "
+        "%(deleted)d deleted",
         delta,
     )
     logger.info("%s", embedding_summary(chunks, delta))
@@ -756,6 +798,16 @@ def _unchanged_ids(local: str, staging: str) -> set[str]:
     return ids
 
 
+def _moved_sources(local: str, staging: str) -> dict[str, str]:
+    """The refresh's moved documents and their new sources, read from the staging-only
+    file, which is then removed."""
+    path = os.path.join(local, MOVED_SOURCES)
+    table = pq.read_table(path, columns=["doc_id", "source_uri"])
+    moved = dict(zip(table["doc_id"].to_pylist(), table["source_uri"].to_pylist(), strict=True))
+    _remove_staging_only(local, staging, MOVED_SOURCES)
+    return moved
+
+
 def _remove_staging_only(local: str, staging: str, name: str) -> None:
     """Remove a staging-only file (not part of the bundle) from ``local`` and ``staging``."""
     os.remove(os.path.join(local, name))
@@ -801,10 +853,14 @@ def _incremental_knowledge(manifest: Manifest, config: BuildConfig) -> Knowledge
     return state if theirs == settings and same_parser else None
 
 
-def kept_segments(parent: ParentBundle | None, unchanged: set[str]) -> tuple[list[Any], int]:
+def kept_segments(
+    parent: ParentBundle | None, unchanged: set[str], moved: Mapping[str, str] | None = None
+) -> tuple[list[Any], int]:
     """The parent's segments that still hold a live document, each with its deletion set
-    grown by the documents this refresh changed or removed (and their chunks), and the
-    number of live chunks they keep."""
+    grown by the documents this refresh changed or removed (and their chunks) and its
+    record of moved sources updated (``moved``: kept documents read from another location
+    now), and the number of live chunks they keep."""
+    moved = moved or {}
     if parent is None:
         return [], 0
     kept, reused = [], 0
@@ -820,11 +876,14 @@ def kept_segments(parent: ParentBundle | None, unchanged: set[str]) -> tuple[lis
                 deleted_chunks.add(chunk_id)
             else:
                 reused += 1
+        sources = {d: s for d, s in segment.ref.sources.items() if d not in deleted_docs}
+        sources.update((d, moved[d]) for d in sorted(here & moved.keys()))
         kept.append(
             segment.ref.model_copy(
                 update={
                     "deleted_documents": sorted(deleted_docs),
                     "deleted_chunks": sorted(deleted_chunks),
+                    "sources": dict(sorted(sources.items())),
                 }
             )
         )
@@ -868,8 +927,17 @@ def _counter(result: Any, name: str) -> int:
 
 
 def delta_counts(
-    staging: str, parent: ParentBundle | None, unchanged: set[str], embedded: int, reused: int
+    staging: str,
+    parent: ParentBundle | None,
+    unchanged: set[str],
+    embedded: int,
+    reused: int,
+    *,
+    moved: int = 0,
 ) -> dict[str, Any]:
+    """What a build did with the parent's documents: ``new``, ``changed``, ``moved`` (kept,
+    read from another location), ``unchanged`` (kept as they were) and ``deleted``, and
+    what it embedded or reused."""
     written = [
         doc_id
         for folder in own_parts(staging)
@@ -883,7 +951,8 @@ def delta_counts(
         "parent": parent.bundle_id if parent else None,
         "new": len(written) - changed,
         "changed": changed,
-        "unchanged": len(unchanged),
+        "moved": moved,
+        "unchanged": len(unchanged) - moved,
         "deleted": len(before) - len(unchanged) - changed,
         "texts_embedded": embedded,
         "chunks_reused": reused,

@@ -143,7 +143,7 @@ def assemble_compaction(
     knowledge layer (the launcher copies those tables); only their extraction moves into
     the new segment."""
     live = pipeline | "LiveRows" >> ReadLiveRows(
-        [(s.path, s.ref.deleted_documents, s.ref.deleted_chunks) for s in segments]
+        [(s.path, s.ref.deleted_documents, s.ref.deleted_chunks, s.ref.sources) for s in segments]
     )
     write_segments(
         live[DOCUMENTS], live["chunks"], staging=staging, config=config, model=model, parts=parts

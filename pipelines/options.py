@@ -111,6 +111,14 @@ def add_build_arguments(parser: Any, *, skip: frozenset[str] = frozenset()) -> N
         "(default true; --delta=false forces a full build)",
     )
     add(
+        "--id_field",
+        default=None,
+        help="comma-separated fields holding a document's own id, tried in order: in each "
+        "JSONL record (default _id,id,doc_id) and, when given, in a file's front matter or "
+        "--metadata row. Without it a file's id is its path under --input, so a renamed or "
+        "moved file is a new document; with it, a moved file keeps its id and its rows",
+    )
+    add(
         "--title_in_text",
         action="store_true",
         help="JSONL: make each record's title the first paragraph of its text",

@@ -15,7 +15,13 @@ import pyarrow.parquet as pq
 from query.encoder import BACKENDS, Backend, BundledEncoder, QueryEncoder
 from query.knowledge import load_knowledge
 from query.lexical import LexicalIndex
-from query.segments import CHUNK_COLUMNS, DOCUMENT_COLUMNS, merge_segments, restore_index
+from query.segments import (
+    CHUNK_COLUMNS,
+    DOCUMENT_COLUMNS,
+    apply_moved_sources,
+    merge_segments,
+    restore_index,
+)
 from schemas.manifest import Manifest
 from store.activation import read_active
 from store.bundles import (
@@ -185,9 +191,11 @@ class LoadedBundle:
         return self.encoder.encode(text)
 
 
-def _read_documents(path: str) -> dict[str, dict[str, Any]]:
+def _read_documents(path: str, moved: dict[str, str]) -> dict[str, dict[str, Any]]:
     table = read_parquet(os.path.join(path, DOCUMENTS), columns=DOCUMENT_COLUMNS)
-    return {row["doc_id"]: row for row in table.to_pylist()}
+    documents = {row["doc_id"]: row for row in table.to_pylist()}
+    apply_moved_sources(documents, moved)
+    return documents
 
 
 def _query_encoder(
@@ -390,7 +398,7 @@ def open_bundle(
     bundle = LoadedBundle(
         path=path,
         manifest=manifest,
-        documents=_read_documents(chunk_path),
+        documents=_read_documents(chunk_path, segments[0].ref.sources),
         chunk_ids=chunks.column("chunk_id").to_pylist(),
         chunk_doc_ids=chunks.column("doc_id").to_pylist(),
         starts=numbers(chunks.column("start")),

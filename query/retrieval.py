@@ -47,6 +47,8 @@ class Evidence(NamedTuple):
     page_end: int | None = None
     rerank_score: float | None = None
     walk_rank: int | None = None
+    source_uri: str = ""
+    """Where the document was last read from (a file, or a JSONL record's ``file#L<n>``)."""
 
 
 def visible_rows(bundle: LoadedBundle, access: Iterable[str] | None) -> np.ndarray | None:
@@ -167,6 +169,7 @@ def _evidence(bundle: LoadedBundle, rank: int, f: Fused) -> Evidence:
         page_start=bundle.pages[f.row][0] if bundle.pages else None,
         page_end=bundle.pages[f.row][1] if bundle.pages else None,
         walk_rank=dict(f.extra_ranks).get("walk"),
+        source_uri=doc.get("source_uri") or "",
     )
 
 

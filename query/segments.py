@@ -48,9 +48,18 @@ DOCUMENT_COLUMNS = [
     "text",
     "access_class",
     "source_role",
+    "source_uri",
     "valid_from",
     "valid_to",
 ]
+
+
+def apply_moved_sources(documents: dict[str, dict[str, Any]], sources: dict[str, str]) -> None:
+    """Give each document that moved (``SegmentRef.sources``: read from another location
+    since its segment was written) the source it comes from now, in place."""
+    for doc_id, source_uri in sources.items():
+        if doc_id in documents:
+            documents[doc_id] = {**documents[doc_id], "source_uri": source_uri}
 
 
 class Matches(NamedTuple):
@@ -388,6 +397,7 @@ def merge_segments(segments: list[Segment], lexical_config: LexicalConfig) -> Me
             check_deletions(segment, [d["doc_id"] for d in docs], chunk_ids)
         deleted_docs = segment.deleted_documents
         documents.update((d["doc_id"], d) for d in docs if d["doc_id"] not in deleted_docs)
+        apply_moved_sources(documents, segment.ref.sources)
         live = np.asarray([c not in segment.deleted_chunks for c in chunk_ids], dtype=bool)
         tables.append((segment, chunks, chunk_ids, live, paged))
     all_ids = [c for _, _, ids, live, _ in tables for c, ok in zip(ids, live, strict=True) if ok]

@@ -8,11 +8,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """Layout version written by this evidex: 2 added the bundled query encoder (``query_encoder``
 and ``encoder/``); 3 made a bundle a generation of segments (``segments``, ``extraction/``);
-4 lets one bundle write several segments (``parts/<k>/``, :attr:`SegmentRef.part`)."""
-READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4)
+4 lets one bundle write several segments (``parts/<k>/``, :attr:`SegmentRef.part`); 5 records
+documents read from a new source without being rewritten (:attr:`SegmentRef.sources`)."""
+READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5)
 """Layouts this evidex reads: a version-1 bundle is one without ``query_encoder``; a version-1
 or -2 bundle is a generation of one segment, its own, with no deletions."""
 
@@ -97,6 +98,12 @@ class SegmentRef(BaseModel):
     )
     deleted_chunks: list[str] = Field(
         default_factory=list, description="sorted chunk ids of those documents"
+    )
+    sources: dict[str, str] = Field(
+        default_factory=dict,
+        description="doc_id -> source_uri of the segment's live documents that a later input "
+        "held at another location with nothing else changed (moved or re-exported): they "
+        "stay in the segment as written, and this is where they come from now",
     )
 
     @property

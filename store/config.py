@@ -71,6 +71,12 @@ class IngestConfig(_Frozen):
     jsonl_id_fields: tuple[str, ...] = Field(
         ("_id", "id", "doc_id"), description="JSONL fields tried, in order, for the document id"
     )
+    file_id_fields: tuple[str, ...] = Field(
+        (),
+        description="front matter or --metadata fields, tried in order, that give a file "
+        "its document id (default none: a file's id is its path under the input, so a "
+        "renamed file is a new document)",
+    )
     jsonl_title_field: str = Field("title", description="JSONL field holding the title")
     jsonl_text_field: str = Field("text", description="JSONL field holding the text")
     jsonl_title_in_text: bool = Field(

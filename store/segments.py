@@ -232,7 +232,8 @@ def verify_segment_files(path: str, manifest: Manifest) -> None:
 
 
 def check_deletions(segment: Segment, doc_ids: Sequence[str], chunk_ids: Sequence[str]) -> None:
-    """Refuse a deletion set that names a document or chunk the segment does not hold.
+    """Refuse a deletion set (or a record of moved sources) that names a document or chunk
+    the segment does not hold.
 
     Raises:
         BundleIntegrityError: naming the segment and the first unknown id.
@@ -240,11 +241,12 @@ def check_deletions(segment: Segment, doc_ids: Sequence[str], chunk_ids: Sequenc
     for kind, deleted, held in (
         ("document", segment.ref.deleted_documents, doc_ids),
         ("chunk", segment.ref.deleted_chunks, chunk_ids),
+        ("moved document", list(segment.ref.sources), doc_ids),
     ):
         unknown = sorted(set(deleted) - set(held))
         if unknown:
             raise BundleIntegrityError(
-                f"the deletion set of segment {segment.ref.key} names {len(unknown)} "
+                f"segment {segment.ref.key} deletes or moves {len(unknown)} "
                 f"{kind}(s) it does not hold, e.g. {unknown[0]!r}"
             )
 
@@ -286,11 +288,43 @@ def document_state(row: Any) -> str:
     return f"{get('revision')}:{hashlib.sha256(payload.encode('utf-8')).hexdigest()[:16]}"
 
 
+def content_state(row: Any) -> str:
+    """What decides whether a document read from another location is the same document,
+    *moved*: :func:`document_state` without the source location, but with its file suffix
+    (the suffix decides how the text was read and where chunks break, so a document that
+    moves from ``.md`` to ``.txt`` is changed, not moved).
+
+    Example:
+        >>> a = {name: "" for name in DOCUMENT_FIELDS} | {"revision": "r1"}
+        >>> moved = a | {"source_uri": "/exports/dt=2026-12-07/part-0.jsonl#L3"}
+        >>> content_state(a | {"source_uri": "/exports/day1.jsonl#L3"}) == content_state(moved)
+        True
+    """
+    get = row.get if isinstance(row, dict) else lambda name: getattr(row, name)
+    values = [get(name) for name in DOCUMENT_FIELDS if name != "source_uri"]
+    suffix = os.path.splitext(source_file(str(get("source_uri"))))[1].lower()
+    payload = json.dumps([*values, suffix], ensure_ascii=False)
+    return f"{get('revision')}:{hashlib.sha256(payload.encode('utf-8')).hexdigest()[:16]}"
+
+
+def moved_source(row: Any, source_uri: str) -> dict[str, Any]:
+    """A document row as a generation reads it when the segment's ref records that the
+    document now comes from ``source_uri`` (:attr:`SegmentRef.sources`)."""
+    values = dict(row) if isinstance(row, dict) else row._asdict()
+    values["source_uri"] = source_uri
+    return values
+
+
 def segment_ids(segment: Segment) -> tuple[list[str], list[str], list[str], list[str]]:
     """The segment's document ids, their states (:func:`document_state`), its chunk ids
     and each chunk's document id (all rows, deleted or not), read from its tables."""
     docs, chunk_ids, chunk_docs = _segment_rows(segment)
-    return [d["doc_id"] for d in docs], _states(segment, docs), chunk_ids, chunk_docs
+    moved = segment.ref.sources
+    states = [
+        document_state(moved_source(d, moved[d["doc_id"]])) if d["doc_id"] in moved else state
+        for d, (state, _) in zip(docs, _states(segment, docs), strict=True)
+    ]
+    return [d["doc_id"] for d in docs], states, chunk_ids, chunk_docs
 
 
 def _segment_rows(segment: Segment) -> tuple[list[dict[str, Any]], list[str], list[str]]:
@@ -314,13 +348,14 @@ def _segment_rows(segment: Segment) -> tuple[list[dict[str, Any]], list[str], li
     return docs, chunks[0], chunks[1]
 
 
-def _states(segment: Segment, docs: list[dict[str, Any]]) -> list[str]:
-    """:func:`document_state` of each of the segment's document rows."""
+def _states(segment: Segment, docs: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """:func:`document_state` and :func:`content_state` of each of the segment's document
+    rows, as written (a moved document's state is computed again by the caller)."""
     return list(
         table_cache.remember(
             storage.join(segment.path, DOCUMENTS),
             "document states",
-            lambda: [document_state(d) for d in docs],
+            lambda: [(document_state(d), content_state(d)) for d in docs],
             size=_ROW_BYTES * len(docs),
         )
     )
@@ -343,9 +378,12 @@ class LiveDocument(NamedTuple):
     position: int
     """Index of the segment holding it, in the generation's list."""
     state: str
-    """:func:`document_state` of its row."""
+    """:func:`document_state` of its row (with the source its segment ref records, if it
+    moved)."""
     source: str = ""
-    """The file it was read from (:func:`source_file`)."""
+    """The file it was last read from (:func:`source_file`)."""
+    content: str = ""
+    """:func:`content_state` of its row as written."""
 
 
 def live_revisions(segments: Sequence[Segment]) -> dict[str, LiveDocument]:
@@ -361,8 +399,9 @@ def live_revisions(segments: Sequence[Segment]) -> dict[str, LiveDocument]:
         doc_ids = [d["doc_id"] for d in docs]
         check_deletions(segment, doc_ids, chunk_ids)
         deleted = segment.deleted_documents
+        moved = segment.ref.sources
         states = _states(segment, docs)
-        for doc_id, row, state in zip(doc_ids, docs, states, strict=True):
+        for doc_id, row, (state, content) in zip(doc_ids, docs, states, strict=True):
             if doc_id in deleted:
                 continue
             if doc_id in live:
@@ -371,7 +410,11 @@ def live_revisions(segments: Sequence[Segment]) -> dict[str, LiveDocument]:
                     f"({segments[live[doc_id].position].ref.key} and "
                     f"{segment.ref.key})"
                 )
+            source = row["source_uri"]
+            if doc_id in moved:
+                source = moved[doc_id]
+                state = document_state(moved_source(row, source))
             live[doc_id] = LiveDocument(
-                row["revision"], position, state, source_file(row["source_uri"])
+                row["revision"], position, state, source_file(source), content
             )
     return live

@@ -3,9 +3,13 @@
 A document whose ``(doc_id, state)`` is live in the parent generation (the same
 revision, and the same title, source, access class and other fields) is
 *unchanged*: it stays in the segment that holds it, nothing about it is read,
-chunked, embedded or parsed again. Everything else is *changed* (new or edited)
-and goes into the refresh's new segment. Documents absent from the input are
-deleted from their segments by the launcher (see ``pipelines.build_index``).
+chunked, embedded or parsed again. One that differs only in where it was read from
+(a re-exported file, a renamed folder, a new date partition: the same
+``(doc_id, content_state)``) is *moved*: it stays where it is too, and only its new
+source is recorded (the generation's segment ref, ``SegmentRef.sources``). Everything
+else is *changed* (new or edited) and goes into the refresh's new segment. Documents
+absent from the input are deleted from their segments by the launcher (see
+``pipelines.build_index``).
 
 Reuse is only sound when chunking and the embedding model are the same as the
 parent's; :func:`reusable_parent` decides that before the pipeline is built.
@@ -26,7 +30,7 @@ from apache_beam.pvalue import TaggedOutput
 
 from schemas import DeadLetter, Document
 from store.bundles import embedding_matrix
-from store.segments import document_state
+from store.segments import content_state, document_state
 from transforms.gather import CollectAll
 from transforms.ingest import duplicate_letter
 from transforms.tags import typed
@@ -35,6 +39,7 @@ logger = logging.getLogger(__name__)
 
 CHANGED = "changed"
 UNCHANGED = "unchanged"
+MOVED = "moved"
 DUPLICATE = "duplicate"
 
 
@@ -43,6 +48,7 @@ class _SplitFn(beam.DoFn):
         self._untouched = untouched
         self._changed = Metrics.counter("delta", "documents_changed")
         self._unchanged = Metrics.counter("delta", "documents_unchanged")
+        self._moved = Metrics.counter("delta", "documents_moved")
 
     def process(self, item: tuple[str, dict[str, list[Any]]]) -> Iterator[Any]:
         doc_id, grouped = item
@@ -58,6 +64,11 @@ class _SplitFn(beam.DoFn):
             elif document_state(doc) in parent:
                 self._unchanged.inc()
                 yield TaggedOutput(UNCHANGED, [doc.doc_id])
+            elif content_state(doc) in grouped.get("content", ()):
+                # Read from elsewhere, nothing indexed changed: kept, its new source noted.
+                self._moved.inc()
+                yield TaggedOutput(UNCHANGED, [doc.doc_id])
+                yield TaggedOutput(MOVED, (doc.doc_id, doc.source_uri))
             else:
                 self._changed.inc()
                 yield doc
@@ -84,10 +95,15 @@ class SplitByDelta(beam.PTransform):
         >>> out["unchanged"]    # PCollection[list[str]]: batches of the ids of the
         ...                     # documents kept where they are
         >>> out["duplicate"]    # PCollection[DeadLetter]: ids an untouched file holds
+        >>> out["moved"]        # PCollection[tuple[str, str]]: (doc_id, new source_uri)
+        ...                     # of kept documents read from another location
 
     Args:
         parent_revisions: ``(doc_id, state)`` pairs live in the parent generation (see
             :func:`store.segments.document_state`).
+        parent_contents: ``(doc_id, content_state)`` pairs live in the parent generation
+            (:func:`store.segments.content_state`): a read document that matches one but
+            not its state is moved (also among the unchanged ids). None: nothing moves.
         deletes: the input's explicit deletes (``PCollection[Tombstone]``): an untouched
             document they name is deleted, not kept.
         untouched: live documents kept without being read (their files did not change),
@@ -103,17 +119,24 @@ class SplitByDelta(beam.PTransform):
         self,
         parent_revisions: list[tuple[str, str]],
         *,
+        parent_contents: list[tuple[str, str]] | None = None,
         untouched: dict[str, str] | None = None,
         deletes: beam.PCollection | None = None,
     ) -> None:
         super().__init__()
         self._untouched = dict(untouched or {})
         self._revisions = sorted(r for r in parent_revisions if r[0] not in self._untouched)
+        self._contents = sorted(c for c in parent_contents or () if c[0] not in self._untouched)
         self._deletes = deletes
 
     def expand(self, docs: beam.PCollection) -> Any:
         pipeline = docs.pipeline
         revisions = pipeline | "ParentRevisions" >> beam.Create(self._revisions, reshuffle=False)
+        joined: dict[str, Any] = {"parent": revisions}
+        if self._contents:
+            joined["content"] = pipeline | "ParentContents" >> beam.Create(
+                self._contents, reshuffle=False
+            )
         deletes = self._deletes
         if deletes is None:
             deletes = pipeline | "NoDeletes" >> beam.Create([], reshuffle=False)
@@ -123,13 +146,13 @@ class SplitByDelta(beam.PTransform):
                 "docs": docs
                 | "KeyDocs"
                 >> beam.Map(lambda d: (d.doc_id, d)).with_output_types(tuple[str, Document]),
-                "parent": revisions,
+                **joined,
                 "deleted": deleted | "KeyDeleted" >> beam.Map(lambda doc_id: (doc_id, True)),
             }
             | "JoinParent" >> beam.CoGroupByKey()
             | "SplitChangedUnchanged"
             >> beam.ParDo(_SplitFn(self._untouched)).with_outputs(
-                UNCHANGED, DUPLICATE, main=CHANGED
+                UNCHANGED, DUPLICATE, MOVED, main=CHANGED
             )
         )
         kept = (
@@ -141,6 +164,7 @@ class SplitByDelta(beam.PTransform):
             CHANGED: typed(split[CHANGED], Document),
             UNCHANGED: (split[UNCHANGED], kept) | "UnchangedBatches" >> beam.Flatten(),
             DUPLICATE: typed(split[DUPLICATE], DeadLetter),
+            MOVED: typed(split[MOVED], tuple[str, str]),
         }
 
 

@@ -297,6 +297,15 @@ class _ParseFileFn(beam.DoFn):
         front, body = split_front_matter(normalize_text(raw))
         declared = self._sidecar.get(source_id)
         overrides, extra = _merged(front, declared)
+        own = {**front, **(declared or {})}
+        doc_id = next(
+            (
+                str(own[f]).strip()
+                for f in self._config.file_id_fields
+                if str(own.get(f, "")).strip()
+            ),
+            source_id,
+        )
         title = (
             (declared or {}).get("title")
             or front.get("title")
@@ -304,7 +313,7 @@ class _ParseFileFn(beam.DoFn):
             or _title_of(body, source_id, markup=markup_of(lower))
         )
         return make_document(
-            doc_id=source_id,
+            doc_id=doc_id,
             title=str(title),
             raw_text=body,
             source_uri=readable.metadata.path,

@@ -215,14 +215,20 @@ DOCUMENTS = "documents"
 
 
 class _ReadLiveRowsFn(beam.DoFn):
-    """(segment directory, deleted document ids, deleted chunk ids) -> its live
-    ``EmbeddedChunk`` rows, and its live ``Document`` rows on the ``documents`` tag."""
+    """(segment directory, deleted document ids, deleted chunk ids, moved sources) -> its
+    live ``EmbeddedChunk`` rows, and its live ``Document`` rows on the ``documents`` tag
+    (a moved document with the source it comes from now)."""
 
-    def process(self, item: tuple[str, list[str], list[str]]) -> Iterator[Any]:
-        directory, deleted_docs_list, deleted_chunks_list = item
+    def process(
+        self, item: tuple[str, list[str], list[str], list[tuple[str, str]]]
+    ) -> Iterator[Any]:
+        directory, deleted_docs_list, deleted_chunks_list, moved_list = item
         deleted_docs, deleted_chunks = set(deleted_docs_list), set(deleted_chunks_list)
+        moved = dict(moved_list)
         docs = _read_table(storage.join(directory, bundles.DOCUMENTS))
         for row in docs.to_pylist():
+            if row["doc_id"] in moved:
+                row["source_uri"] = moved[row["doc_id"]]
             if row["doc_id"] not in deleted_docs:
                 yield beam.pvalue.TaggedOutput(DOCUMENTS, Document(**row))
         chunks = _read_table(storage.join(directory, bundles.CHUNKS))
@@ -241,12 +247,18 @@ class ReadLiveRows(beam.PTransform):
         >>> live = p | ReadLiveRows([(segment_dir, deleted_docs, deleted_chunks)])
 
     Args:
-        segments: each segment's directory and its deleted document and chunk ids.
+        segments: each segment's directory, its deleted document and chunk ids, and
+            optionally the documents it holds that moved (``doc_id -> source_uri``,
+            ``SegmentRef.sources``): their rows are read with that source, so compaction
+            folds the record of a move into the documents it writes.
     """
 
-    def __init__(self, segments: Sequence[tuple[str, list[str], list[str]]]) -> None:
+    def __init__(self, segments: Sequence[tuple[Any, ...]]) -> None:
         super().__init__()
-        self._segments = [(path, sorted(d), sorted(c)) for path, d, c in segments]
+        self._segments = [
+            (path, sorted(d), sorted(c), sorted(dict(moved[0] if moved else {}).items()))
+            for path, d, c, *moved in segments
+        ]
 
     def expand(self, pipeline: beam.pvalue.PBegin) -> Any:
         out = (

@@ -44,7 +44,7 @@ def _intact(root: str, active: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("step", ["refresh", "compaction"])
+@pytest.mark.parametrize("step", ["refresh", "compaction", "moved"])
 def test_killing_a_segment_write_or_a_compaction_leaves_active_intact(
     step, tmp_path, query_encoder
 ):
@@ -63,6 +63,11 @@ def test_killing_a_segment_write_or_a_compaction_leaves_active_intact(
         assert validate_bundle(bundle_path(root, second)).passed
         activate(root, second)
         argv = ["pipelines.compact", "--root", root]
+    elif step == "moved":  # the input re-exported elsewhere: kept documents change source
+        elsewhere = write_corpus(tmp_path / "dt=2026-12-07", {})
+        for path in corpus.iterdir():
+            (elsewhere / path.name).write_bytes(path.read_bytes())
+        argv = ["pipelines.build_index", "--input", str(elsewhere), "--root", root]
     else:
         argv = run
     active = read_active(root)
@@ -77,7 +82,8 @@ def test_killing_a_segment_write_or_a_compaction_leaves_active_intact(
     assert completed
 
     rng = random.Random(20261202)
-    for at in sorted(rng.uniform(0.05, 1.0) * duration for _ in range(KILL_POINTS)):
+    points = KILL_POINTS if step != "moved" else KILL_POINTS // 2
+    for at in sorted(rng.uniform(0.05, 1.0) * duration for _ in range(points)):
         proc = _start(argv)
         time.sleep(at)
         if proc.poll() is None:
@@ -104,3 +110,10 @@ def test_killing_a_segment_write_or_a_compaction_leaves_active_intact(
     _intact(root, newest)
     top = retrieve(load_bundle(root, model=query_encoder), "How does a kite fly?", k=1)
     assert top[0].doc_id == "kite.md"
+    if step == "moved":
+        moved = manifest.segments[0].sources
+        assert set(moved) == set(TINY_CORPUS) - {"bread.txt", "records.jsonl"} | {
+            "bike-1",
+            "bike-2",
+        }
+        assert top[0].source_uri == str(tmp_path / "dt=2026-12-07" / "kite.md")
