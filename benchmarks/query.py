@@ -2,7 +2,7 @@
 
 Usage:
     python -m benchmarks.query --root ROOT --queries ../shared/data/scifact/queries.jsonl \\
-        [--limit 300] [--clients 4,8] [--workers 1,0] [--requests 400]
+        [--limit 300] [--clients 4,8] [--workers 1,0] [--requests 400] [--auth off,on]
 
 Reports p50/p95/p99 of (a) query embedding alone, by the bundle's own ONNX encoder and,
 for the ratio, by PyTorch, (b) spaCy query NER alone (the router's input, when the
@@ -12,7 +12,9 @@ overall, for queries routed as ``lookup`` and for queries whose route ran the gr
 (the multi-hop route: comparisons and questions with a multi-hop cue); how many queries
 get the same top-k evidence from the bundled encoder as from PyTorch; then requests/s of a real
 ``evidex serve --workers W`` process under N concurrent closed-loop HTTP clients on
-loopback, for each W and N. Single-threaded timings run first.
+loopback, for each W and N, with authentication off (anonymous callers) and on (a
+principals file, every request with a bearer token, an audit line per request), each
+setting run ``--repeats`` times, alternating. Single-threaded timings run first.
 """
 
 import argparse
@@ -48,21 +50,49 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _auth_setup(folder: str) -> tuple[list[str], dict[str, str]]:
+    """A principals file with one principal that sees every class, and an audit log:
+    the server flags and the header every request sends."""
+    from query.credentials import hash_token, new_token
+
+    token = new_token("bench")
+    path = os.path.join(folder, "principals.toml")
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(
+            f'[[principals]]\nid = "bench"\nsecret_hash = "{hash_token(token)}"\n'
+            'access = ["public", "internal", "confidential", "restricted"]\n'
+        )
+    flags = ["--principals", path, "--audit-log", os.path.join(folder, "audit.jsonl")]
+    return flags, {"authorization": f"Bearer {token}"}
+
+
 def http_throughput(
-    root: str, queries: list[str], *, workers: int, clients: int, requests: int, close: bool
+    root: str,
+    queries: list[str],
+    *,
+    workers: int,
+    clients: int,
+    requests: int,
+    close: bool,
+    auth: bool = False,
 ) -> dict:
     """Requests/s of ``evidex serve --workers W`` (a real process) under ``clients``
     closed-loop clients, each sending its next request when the last one is answered,
-    and the CPU seconds the server's processes used (to show how many cores it kept busy)."""
+    and the CPU seconds the server's processes used (to show how many cores it kept busy).
+    With ``auth`` the server reads a principals file and writes an audit log, and every
+    request carries a bearer token."""
     import signal
     import subprocess
     import sys
+    import tempfile
 
     port = free_port()
     command = [sys.executable, "-m", "evidex.cli", "serve", "--root", root]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    folder = tempfile.TemporaryDirectory(prefix="evidex-bench-auth-")
+    flags, auth_header = _auth_setup(folder.name) if auth else ([], {})
     server = subprocess.Popen(
-        [*command, "--port", str(port), "--workers", str(workers)],
+        [*command, "--port", str(port), "--workers", str(workers), *flags],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -72,7 +102,7 @@ def http_throughput(
         latencies: list[float] = []
         statuses: list[int] = []
         lock = threading.Lock()
-        headers = {"content-type": "application/json"}
+        headers = {"content-type": "application/json", **auth_header}
         if close:
             headers["connection"] = "close"
 
@@ -104,7 +134,9 @@ def http_throughput(
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=30)
+        folder.cleanup()
     return {
+        "auth": "on" if auth else "off",
         "workers": workers,
         "clients": clients,
         "requests": requests,
@@ -173,6 +205,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="clients open a new connection per request (default: keep-alive)",
     )
+    parser.add_argument(
+        "--auth",
+        default="off,on",
+        help="authentication settings to compare, comma-separated: off (anonymous) and "
+        "on (principals file, bearer token, audit log) (default off,on)",
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=1, help="runs of each HTTP setting, alternating"
+    )
     parser.add_argument("--no-http", action="store_true", help="skip the HTTP part")
     parser.add_argument("--k", type=int, default=10)
     args = parser.parse_args(argv)
@@ -238,10 +279,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 clients=int(c),
                 requests=args.requests,
                 close=args.connection_close,
+                auth=a == "on",
             )
             for c in args.clients.split(",")
             for w in args.workers.split(",")
+            for _ in range(args.repeats)
+            for a in args.auth.split(",")
         ]
+    report["load_average_end"] = os.getloadavg()
     print(json.dumps(report, indent=2))
     return 0
 

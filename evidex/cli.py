@@ -649,6 +649,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
             reranker=_reranker(args),
             encoder=args.query_encoder,
             encoder_threads=threads if workers == 1 else 1,
+            principals=args.principals,
+            anonymous=args.anonymous,
+            audit_log=args.audit_log,
+            audit_queries=args.audit_queries,
+            audit_max_bytes=int(args.audit_max_mb * 2**20),
+            audit_backups=args.audit_backups,
         )
 
     def ready(sock: Any) -> None:
@@ -674,6 +680,98 @@ def cmd_serve(args: argparse.Namespace) -> int:
     finally:
         if metrics_dir is not None:
             metrics_dir.cleanup()
+
+
+def _serve_access_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--principals",
+        metavar="FILE",
+        default=None,
+        help="principals file (TOML or YAML): who may call with which bearer token or JWT, "
+        "the access classes and source roles each may see, and request rates; re-read "
+        "when it changes (README, docs/reliability.md). Without it every caller is "
+        "anonymous and sees public rows only",
+    )
+    p.add_argument(
+        "--anonymous",
+        choices=("public", "none"),
+        default="public",
+        help="callers without credentials: see public rows (default), or are refused "
+        "with 401 (none; /health and /docs stay open)",
+    )
+    p.add_argument(
+        "--audit-log",
+        dest="audit_log",
+        metavar="PATH",
+        default=None,
+        help="append one JSON line per request (time, principal, route, status, bundle, "
+        "the doc id, revision and span of every item returned); rotated by size",
+    )
+    p.add_argument(
+        "--audit-queries",
+        dest="audit_queries",
+        action="store_true",
+        help="also write each query's text into the audit log (off by default)",
+    )
+    p.add_argument(
+        "--audit-max-mb",
+        dest="audit_max_mb",
+        type=float,
+        default=10.0,
+        help="rotate the audit log past this size (default %(default)g MiB)",
+    )
+    p.add_argument(
+        "--audit-backups",
+        dest="audit_backups",
+        type=int,
+        default=5,
+        help="rotated audit logs kept, PATH.1 ... PATH.N (default %(default)s)",
+    )
+
+
+def _add_principals(sub: Any) -> None:
+    p = sub.add_parser(
+        "principals",
+        help="make bearer tokens and check principals files for evidex serve",
+        description="Tokens for `evidex serve --principals FILE`. `token ID` prints a new "
+        "random token for principal ID (give it to the caller, once) and the salted scrypt "
+        "hash to put in the file as secret_hash; `hash` reads a token on standard input and "
+        "prints its hash; `check FILE` validates a principals file and its key file.",
+    )
+    p.add_argument("action", choices=("token", "hash", "check"))
+    p.add_argument("name", nargs="?", help="the principal id (token) or the file (check)")
+    _json_arg(p)
+
+
+def cmd_principals(args: argparse.Namespace) -> int:
+    from query.credentials import hash_token, new_token, split_token
+
+    if args.action == "check":
+        from pathlib import Path
+
+        from query.auth import Principals
+
+        if not args.name:
+            raise ValueError("check needs the principals file")
+        snapshot = Principals.build(Path(args.name).absolute())
+        report = {"principals": sorted(snapshot.entries), "jwt": snapshot.jwt is not None}
+        _emit(report, args.json, f"ok: {len(snapshot.entries)} principals, jwt {report['jwt']}")
+        return 0
+    if args.action == "token":
+        if not args.name:
+            raise ValueError("token needs the principal id")
+        token = new_token(args.name)
+    else:
+        token = sys.stdin.readline().strip()
+        if split_token(token) is None:
+            raise ValueError("expected a token '<principal id>.<secret>' on standard input")
+    stored = hash_token(token)
+    report = {"id": token.partition(".")[0], "token": token, "secret_hash": stored}
+    if args.action == "hash":
+        report.pop("token")
+    human = "\n".join(f"{k}: {v}" for k, v in report.items())
+    _emit(report, args.json, human)
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -853,7 +951,9 @@ def build_parser() -> argparse.ArgumentParser:
         "bundle's id and age) and the OpenAPI schema (/docs, Swagger UI served locally, "
         "/openapi.json). Queries are embedded by the bundle's own ONNX encoder, without "
         "PyTorch. Picks up new activations without dropping requests, in every worker. Binds "
-        "to loopback unless --host says otherwise.",
+        "to loopback unless --host says otherwise. What a caller may see comes from its "
+        "principal (--principals: bearer tokens and JWTs), never from the request; without "
+        "credentials, public rows only.",
     )
     p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8765, help="port (default 8765)")
@@ -868,9 +968,11 @@ def build_parser() -> argparse.ArgumentParser:
         "is replaced",
     )
     p.add_argument("--no-verify", action="store_true", help="skip sha256 checks on load")
+    _serve_access_args(p)
     _rerank_arg(p)
     _encoder_arg(p, default="auto")
     _root_arg(p)
+    _add_principals(sub)
     p = sub.add_parser(
         "gc",
         help="delete old bundles and the staging folders of dead builds",
@@ -1139,6 +1241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "gc": cmd_gc,
         "regression": cmd_regression,
         "serve": cmd_serve,
+        "principals": cmd_principals,
     }
     try:
         if args.command == "build":

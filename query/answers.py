@@ -112,6 +112,7 @@ def _knowledge_arms(
     vector: Any,
     access: list[str] | None,
     k: int,
+    roles: list[str] | None = None,
 ) -> tuple[list[Derived], dict[str, list[ArmHit]], list[Reason], Expansion | None, Walk | None]:
     """Derived rows, their chunk arms, notes for admission, the graph expansion and the
     graph arm's walk."""
@@ -121,7 +122,7 @@ def _knowledge_arms(
     notes: list[Reason] = []
     if layer is None:
         return derived, extra, notes, None, None
-    visible = visibility(bundle, access)
+    visible = visibility(bundle, access, roles)
     for kind in ("relations", "communities"):
         if kind in decision.surfaces:
             found = search_surface(layer, kind, vector, visible)
@@ -129,7 +130,7 @@ def _knowledge_arms(
             extra[kind] = chunk_arm(bundle, found, k * 4)
     walk = None
     if "walk" in decision.surfaces:
-        rows = visible_rows(bundle, access)
+        rows = visible_rows(bundle, access, roles)
         graph = walk_graph(
             layer, bundle.chunk_ids, bundle.row_of_chunk, rows, lambda: chunk_titles(bundle)
         )
@@ -160,7 +161,11 @@ def _knowledge_arms(
 
 
 def corpus_anchors(
-    bundle: LoadedBundle, query: str, decision: Route, access: list[str] | None
+    bundle: LoadedBundle,
+    query: str,
+    decision: Route,
+    access: list[str] | None,
+    roles: list[str] | None = None,
 ) -> tuple[Route, dict[str, str | None]]:
     """Add the query's rare terms to its anchors, and find the anchors no evidence the
     caller may see can close (each with a "did you mean" suggestion or ``None``).
@@ -174,7 +179,7 @@ def corpus_anchors(
     if vocab is None:
         return decision, {}
     mask = None
-    rows = visible_rows(bundle, access)
+    rows = visible_rows(bundle, access, roles)
     if rows is not None:
         mask = np.zeros(len(bundle.chunk_ids), dtype=bool)
         mask[rows] = True
@@ -230,12 +235,16 @@ def answer(
     today: dt.date | None = None,
     extra_surfaces: tuple[str, ...] = (),
     reranker: Reranker | None = None,
+    visible_roles: Iterable[str] | None = None,
 ) -> Answer:
     """Route ``query``, retrieve from the surfaces it needs, and admit the evidence.
 
     ``extra_surfaces`` (e.g. ``("graph",)``) are used in addition to the router's
     choice when the bundle has them; graph expansion stays anchor-gated. A
     ``reranker`` (off by default) reorders the retrieved items before admission.
+    ``access`` and ``visible_roles`` bound what the caller may see, on every surface
+    (evidence, derived rows, the walk, "did you mean"); ``roles`` only bounds what
+    admission accepts (other roles' items are returned, rejected with a reason).
 
     Raises:
         ValueError: a blank query or ``k`` < 1 (and what :func:`query.retrieval.retrieve`
@@ -247,7 +256,8 @@ def answer(
         raise ValueError(f"k must be positive, got {k}")
     layer = bundle.knowledge
     access = list(access) if access is not None else None
-    visible = visibility(bundle, access)
+    seen = list(visible_roles) if visible_roles is not None else None
+    visible = visibility(bundle, access, seen)
     known = None
     if layer is not None:
         known = lambda a: [layer.entity_names[e] for e in layer.resolve(a, visible)]  # noqa: E731
@@ -264,16 +274,17 @@ def answer(
     if decision.operation == "out_of_scope":
         verdict = admit(query, [], anchors=decision.anchors, operation="out_of_scope", today=today)
         return Answer(query, bundle.bundle_id, verdict.status, decision, verdict, ())
-    decision, absent = corpus_anchors(bundle, query, decision, access)
+    decision, absent = corpus_anchors(bundle, query, decision, access, seen)
     vector = bundle.embed(query)
     derived, extra, notes, expansion, walk = _knowledge_arms(
-        bundle, query, decision, vector, access, k
+        bundle, query, decision, vector, access, k, seen
     )
     evidence = retrieve(
         bundle,
         query,
         k=k,
         access=access,
+        visible_roles=seen,
         lexical_weight=lexical_weight,
         arms=tuple(s for s in decision.surfaces if s in CHUNK_ARMS),
         vector=vector,

@@ -95,6 +95,7 @@ class LoadedBundle:
     _row_of_key: dict[int, int] = field(default_factory=dict, repr=False)
     _vectors: np.ndarray | None = field(default=None, repr=False)
     _rows_of_class: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    _rows_of_role: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     _recognizer: Any = field(default=None, repr=False)
     _recognizer_loaded: bool = field(default=False, repr=False)
     _vocabulary: Any = field(default=None, repr=False)
@@ -140,6 +141,17 @@ class LoadedBundle:
                 str(c): np.flatnonzero(classes == c) for c in sorted(set(classes.tolist()))
             }
         return self._rows_of_class
+
+    def rows_of_role(self) -> dict[str, np.ndarray]:
+        """Ascending chunk rows of each source role present (computed once)."""
+        if not self._rows_of_role:
+            roles = np.asarray(
+                [self.documents[d]["source_role"] for d in self.chunk_doc_ids], dtype=object
+            )
+            self._rows_of_role = {
+                str(r): np.flatnonzero(roles == r) for r in sorted(set(roles.tolist()))
+            }
+        return self._rows_of_role
 
     def vectors(self) -> np.ndarray:
         """All chunk vectors (n x d float32), read on first use for filtered search."""

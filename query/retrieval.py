@@ -14,7 +14,7 @@ import numpy as np
 
 from query.bundle import LoadedBundle
 from query.fusion import SCORE_DECIMALS, ArmHit, Fused, fuse
-from store.config import ACCESS_CLASSES, EXACT_SEARCH_MAX_ROWS
+from store.config import ACCESS_CLASSES, EXACT_SEARCH_MAX_ROWS, SOURCE_ROLES
 
 DEFAULT_DEPTH = 100
 
@@ -51,15 +51,35 @@ class Evidence(NamedTuple):
     """Where the document was last read from (a file, or a JSONL record's ``file#L<n>``)."""
 
 
-def visible_rows(bundle: LoadedBundle, access: Iterable[str] | None) -> np.ndarray | None:
-    """Row indices the caller may see, or ``None`` when every row is visible."""
-    if access is None:
+def visible_rows(
+    bundle: LoadedBundle, access: Iterable[str] | None, roles: Iterable[str] | None = None
+) -> np.ndarray | None:
+    """Row indices the caller may see, or ``None`` when every row is visible.
+
+    Args:
+        bundle: the bundle.
+        access: access classes the caller may see (``None``: every class).
+        roles: source roles whose documents the caller may see (``None``: every role).
+    """
+    found = []
+    if access is not None:
+        found.append(_allowed_rows(bundle.rows_of_class(), access))
+    if roles is not None:
+        found.append(_allowed_rows(bundle.rows_of_role(), roles))
+    limits = [rows for rows in found if rows is not None]
+    if not limits:
         return None
-    allowed = set(access)
-    by_class = bundle.rows_of_class()
-    if set(by_class) <= allowed:
+    if len(limits) == 1:
+        return limits[0]
+    return np.intersect1d(limits[0], limits[1], assume_unique=True)
+
+
+def _allowed_rows(rows_of: dict[str, np.ndarray], allowed: Iterable[str]) -> np.ndarray | None:
+    """The rows of the ``allowed`` groups (``None`` when that is every group present)."""
+    wanted = set(allowed)
+    if set(rows_of) <= wanted:
         return None
-    visible = [rows for access_class, rows in by_class.items() if access_class in allowed]
+    visible = [rows for name, rows in rows_of.items() if name in wanted]
     return np.sort(np.concatenate(visible)) if visible else np.empty(0, dtype=np.intp)
 
 
@@ -74,8 +94,9 @@ def dense_arm(
     """Top ``depth`` visible rows by cosine similarity, best first.
 
     Everyone-visible: the bundle's HNSW index. Restricted: each visible access class
-    is searched on its own — exactly when it has at most ``exact_max_rows`` rows (or
-    no partition file), else in its own HNSW partition (``chunks.<class>.usearch``) —
+    is searched on its own — exactly when it has at most ``exact_max_rows`` rows, no
+    partition file, or only some of its rows are visible (a caller limited to some
+    source roles), else in its own HNSW partition (``chunks.<class>.usearch``) —
     and the per-class lists are merged by score. No invisible row is ever a candidate.
     """
     if rows is None:
@@ -86,7 +107,8 @@ def dense_arm(
         for access_class in sorted(set(classes.tolist())):
             class_rows = rows[classes == access_class]
             partition = bundle.partitions.get(access_class)
-            if partition is not None and len(class_rows) > exact_max_rows:
+            whole = len(class_rows) == len(bundle.rows_of_class().get(access_class, ()))
+            if partition is not None and whole and len(class_rows) > exact_max_rows:
                 scored += _hnsw(bundle, partition, vector, min(depth, len(class_rows)))
             else:
                 scored += _exact(bundle, vector, depth, class_rows)
@@ -179,6 +201,7 @@ def retrieve(
     *,
     k: int = 5,
     access: Iterable[str] | None = None,
+    visible_roles: Iterable[str] | None = None,
     lexical_weight: float = 1.0,
     arms: tuple[str, ...] = ("dense", "lexical"),
     depth: int = DEFAULT_DEPTH,
@@ -194,6 +217,8 @@ def retrieve(
         query: natural-language query.
         k: number of evidence items (1 or more).
         access: access classes the caller may see; ``None`` means all.
+        visible_roles: source roles whose documents the caller may see; ``None``
+            means all (an HTTP principal limited to some roles).
         lexical_weight: weight of the BM25 arm in fusion (the only tuning knob).
         arms: which arms to run (``dense``, ``lexical``).
         depth: how deep each arm ranks (at least ``k``).
@@ -211,7 +236,7 @@ def retrieve(
     Raises:
         ValueError: empty query, non-positive ``k``, an unknown arm, or an access
             class that is not one of ``store.config.ACCESS_CLASSES`` (a typo would
-            otherwise silently hide every chunk).
+            otherwise silently hide every chunk), or likewise a source role.
 
     ``k`` larger than the caller's eligible universe is allowed and costs no more
     than ``k = n``: every arm is bounded by the rows it can see.
@@ -228,7 +253,12 @@ def retrieve(
         strange = sorted(set(access) - set(ACCESS_CLASSES))
         if strange:
             raise ValueError(f"unknown access class(es) {strange}; known: {list(ACCESS_CLASSES)}")
-    rows = visible_rows(bundle, access)
+    if visible_roles is not None:
+        visible_roles = list(visible_roles)
+        strange = sorted(set(visible_roles) - set(SOURCE_ROLES))
+        if strange:
+            raise ValueError(f"unknown source role(s) {strange}; known: {list(SOURCE_ROLES)}")
+    rows = visible_rows(bundle, access, visible_roles)
     n_eligible = len(bundle.chunk_ids) if rows is None else len(rows)
     depth = max(depth, k)
     if "dense" in arms:

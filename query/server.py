@@ -8,24 +8,39 @@ opens it completely and swaps it in, while concurrent requests keep answering
 from the bundle they already hold: no request is dropped or sees a mix. Under
 ``evidex serve --workers N`` (:mod:`query.workers`) every worker process does this
 on its own.
+
+Who may see what comes from the caller's principal, never from the request
+(:mod:`query.gate`, :mod:`query.auth`): without ``principals`` every caller is anonymous
+and sees ``public`` rows only; a request's ``access`` and ``roles`` may narrow that, never
+widen it (403).
 """
 
 import datetime as dt
+import logging
+import os
 import re
 import threading
 from typing import Any, Literal
 
-from fastapi import FastAPI, HTTPException
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, Response
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from query.answers import answer
+from query.answers import Answer, answer
+from query.audit import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES, AuditLog
+from query.auth import ANONYMOUS_ACCESS, Anonymous, Authenticator
 from query.bundle import BundleReader, LoadedBundle
 from query.encoder import Backend, BundledEncoder
+from query.gate import Forbidden, Gate, narrow, record
 from query.metrics import Metrics, MetricsMiddleware
+from query.principals import Identity, Limit
+from query.ratelimit import TokenBuckets
+from query.retrieval import visible_rows
 from store import __version__
+
+logger = logging.getLogger(__name__)
 
 MAX_QUERY_CHARS = 4000
 """Longest query accepted over HTTP (the model reads at most 256 tokens of it anyway)."""
@@ -48,9 +63,16 @@ class RetrieveRequest(BaseModel):
     )
     k: int = Field(5, ge=1, le=MAX_K, description=f"evidence items to return (1 to {MAX_K})")
     access: list[AccessClass] | None = Field(
-        None, max_length=8, description="access classes the caller may see"
+        None,
+        max_length=8,
+        description="narrow the access classes searched to these (default: every class the "
+        "caller's principal may see; naming one it may not see is a 403)",
     )
-    roles: list[str] | None = Field(None, description="source roles the caller accepts")
+    roles: list[str] | None = Field(
+        None,
+        description="source roles admission accepts (default: all the caller may see; "
+        "naming one its principal may not see is a 403)",
+    )
     lexical_weight: float = Field(1.0, ge=0, description="weight of the BM25 arm")
     today: dt.date | None = Field(None, description="date for validity checks")
 
@@ -119,6 +141,9 @@ class _Holder:
         return self.reader.current
 
 
+ANONYMOUS = Identity(None, "anonymous", ANONYMOUS_ACCESS, None, Limit())
+
+
 def create_app(
     root: str | None = None,
     *,
@@ -127,21 +152,37 @@ def create_app(
     reranker: Any = None,
     encoder: Backend = "auto",
     encoder_threads: int = 0,
+    principals: str | os.PathLike[str] | None = None,
+    anonymous: Anonymous = "public",
+    audit_log: str | os.PathLike[str] | None = None,
+    audit_queries: bool = False,
+    audit_max_bytes: int = DEFAULT_MAX_BYTES,
+    audit_backups: int = DEFAULT_BACKUPS,
 ) -> FastAPI:
     """The FastAPI application serving the active bundle under ``root``.
 
     ``reranker`` (a :class:`query.rerank.Reranker`, off by default) reorders each answer;
     ``encoder`` chooses how queries are embedded and ``encoder_threads`` how many threads
-    the bundled encoder uses (see :func:`query.load_bundle`).
+    the bundled encoder uses (see :func:`query.load_bundle`). ``principals`` is a
+    principals file (:mod:`query.principals`; re-read when it changes); without one every
+    caller is anonymous. ``anonymous="none"`` refuses callers without credentials (401).
+    ``audit_log`` appends one JSON line per request (:mod:`query.audit`), with the query
+    text only if ``audit_queries``.
 
     Raises:
         NoActiveBundleError: nothing is active yet.
+        PrincipalsFileError: ``principals`` cannot be read or is invalid.
+        ValueError: ``anonymous="none"`` without a principals file (no one could call).
     """
+    if anonymous == "none" and principals is None:
+        raise ValueError("anonymous 'none' needs a principals file: no caller could be served")
+    auth = Authenticator(principals, anonymous=anonymous)
     holder = _Holder(
         BundleReader(
             root, verify=verify, model=model, encoder=encoder, encoder_threads=encoder_threads
         )
     )
+    _warn_unprotected(holder.reader.current, auth)
     metrics = Metrics(holder.bundle)
     app = FastAPI(
         title="evidex",
@@ -152,23 +193,54 @@ def create_app(
     )
     app.state.reader = holder.reader
     _offline_docs(app)
+    _routes(app, holder, metrics, reranker)
+    audit = None
+    if audit_log is not None:
+        audit = AuditLog(audit_log, max_bytes=audit_max_bytes, backups=audit_backups)
+    app.add_middleware(_BodyLimit, limit=MAX_BODY_BYTES)
+    app.add_middleware(
+        Gate,
+        auth=auth,
+        buckets=TokenBuckets(),
+        audit=audit,
+        audit_queries=audit_queries,
+        bundle_id=lambda: holder.reader.current.bundle_id,
+    )
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    return app
 
+
+def _warn_unprotected(bundle: LoadedBundle, auth: Authenticator) -> None:
+    """Say at start-up when non-public rows are served without a principals file."""
+    if auth.configured:
+        return
+    hidden = {c: len(r) for c, r in bundle.rows_of_class().items() if c not in ANONYMOUS_ACCESS}
+    if hidden:
+        counts = ", ".join(f"{n} {c}" for c, n in sorted(hidden.items()))
+        logger.warning(
+            "bundle %s holds non-public chunks (%s) and no principals file is configured: "
+            "every HTTP caller is anonymous and sees public rows only; give --principals "
+            "FILE to serve the others to authenticated callers",
+            bundle.bundle_id,
+            counts,
+        )
+
+
+def _identity(request: Request) -> Identity:
+    identity = request.scope.get("state", {}).get("identity")
+    return identity if isinstance(identity, Identity) else ANONYMOUS
+
+
+def _routes(app: FastAPI, holder: "_Holder", metrics: Metrics, reranker: Any) -> None:
     @app.get("/health")
     def health() -> dict[str, Any]:
         return {"status": "ok", "bundle_id": holder.bundle().bundle_id}
 
     @app.get("/bundle")
-    def bundle_info() -> dict[str, Any]:
+    def bundle_info(request: Request) -> dict[str, Any]:
         bundle = holder.bundle()
-        manifest = bundle.manifest
-        return {
-            "bundle_id": manifest.bundle_id,
-            "parent_bundle_id": manifest.parent_bundle_id,
-            "created_at": manifest.created_at,
-            "row_counts": manifest.row_counts,
-            "model": manifest.model.model_dump(),
-            "query_encoder": bundle.encoder.backend,
-        }
+        record(request.scope.setdefault("state", {}), bundle_id=bundle.bundle_id)
+        return describe_bundle(bundle, _identity(request))
 
     @app.get("/metrics", include_in_schema=False)
     def metrics_endpoint() -> Response:
@@ -176,26 +248,70 @@ def create_app(
         return Response(content=body, media_type=content_type)
 
     @app.post("/retrieve")
-    def retrieve_endpoint(request: RetrieveRequest) -> dict[str, Any]:
+    def retrieve_endpoint(body: RetrieveRequest, request: Request) -> dict[str, Any]:
+        state = request.scope.setdefault("state", {})
+        record(state, query=body.query)  # written only with --audit-queries
+        try:
+            grant = narrow(_identity(request), body.access, body.roles)
+        except Forbidden as exc:
+            raise HTTPException(status_code=403, detail=str(exc)) from exc
+        bundle = holder.bundle()
+        record(state, bundle_id=bundle.bundle_id, access=grant.access)
         try:
             result = answer(
-                holder.bundle(),
-                request.query,
-                k=request.k,
-                access=request.access,
-                roles=request.roles,
-                lexical_weight=request.lexical_weight,
-                today=request.today,
+                bundle,
+                body.query,
+                k=body.k,
+                access=grant.access,
+                roles=grant.admit_roles,
+                visible_roles=grant.visible_roles,
+                lexical_weight=body.lexical_weight,
+                today=body.today,
                 reranker=reranker,
             )
         except ValueError as exc:
             raise HTTPException(status_code=422, detail=str(exc)) from exc
         metrics.verdict(result.route.operation, result.status)
+        record(state, **returned(result))
         return result.to_json()
 
-    app.add_middleware(_BodyLimit, limit=MAX_BODY_BYTES)
-    app.add_middleware(MetricsMiddleware, metrics=metrics)
-    return app
+
+def returned(result: Answer) -> dict[str, Any]:
+    """What an answer shows, for its audit line: each evidence item's ``(doc_id,
+    revision, start, end)`` and the ids of the derived rows."""
+    return {
+        "items": [
+            {"doc_id": e.doc_id, "revision": e.revision, "start": e.start, "end": e.end}
+            for e in result.evidence
+        ],
+        "derived": [{"kind": d.kind, "id": d.id} for d in result.knowledge],
+    }
+
+
+def describe_bundle(bundle: LoadedBundle, identity: Identity) -> dict[str, Any]:
+    """``GET /bundle``: the served bundle as the caller may see it. The manifest's row
+    counts cover every access class, so a caller who may not see them all gets the counts
+    of the documents and chunks it may see instead."""
+    manifest = bundle.manifest
+    rows = visible_rows(bundle, sorted(identity.access), identity.roles)
+    if rows is None:
+        counts = dict(manifest.row_counts)
+    else:
+        doc_ids = {bundle.chunk_doc_ids[int(r)] for r in rows}
+        counts = {"documents": len(doc_ids), "chunks": len(rows)}
+    return {
+        "bundle_id": manifest.bundle_id,
+        "parent_bundle_id": manifest.parent_bundle_id,
+        "created_at": manifest.created_at,
+        "row_counts": counts,
+        "model": manifest.model.model_dump(),
+        "query_encoder": bundle.encoder.backend,
+        "caller": {
+            "principal": identity.principal,
+            "access": sorted(identity.access),
+            "roles": None if identity.roles is None else sorted(identity.roles),
+        },
+    }
 
 
 SWAGGER_PREFIX = "/static/swagger"

@@ -39,15 +39,27 @@ class Expansion(NamedTuple):
     relations: tuple[Derived, ...]
 
 
-def visibility(bundle: LoadedBundle, access: Iterable[str] | None) -> Visible:
-    """``chunk_ids -> bool``: whether the caller may see every one of them."""
-    if access is None:
+def visibility(
+    bundle: LoadedBundle, access: Iterable[str] | None, roles: Iterable[str] | None = None
+) -> Visible:
+    """``chunk_ids -> bool``: whether the caller may see every one of them (its access
+    classes ``access`` and, when given, source roles ``roles``; ``None``: all)."""
+    if access is None and roles is None:
         return lambda chunk_ids: all(c in bundle.row_of_chunk for c in chunk_ids)
-    allowed = set(access)
+    allowed = None if access is None else set(access)
+    seen_roles = None if roles is None else set(roles)
+
+    def shown(row: int | None) -> bool:
+        if row is None:
+            return False
+        if allowed is not None and bundle.access_classes[row] not in allowed:
+            return False
+        if seen_roles is None:
+            return True
+        return bundle.documents[bundle.chunk_doc_ids[row]]["source_role"] in seen_roles
 
     def visible(chunk_ids: Sequence[str]) -> bool:
-        rows = [bundle.row_of_chunk.get(c) for c in chunk_ids]
-        return all(r is not None and bundle.access_classes[r] in allowed for r in rows)
+        return all(shown(bundle.row_of_chunk.get(c)) for c in chunk_ids)
 
     return visible
 
