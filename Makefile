@@ -36,8 +36,10 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy schemas query validation store
 
+# Test modules run in parallel, one worker per core (at most 4), each module on one worker
+# so its fixtures are built once (tests/conftest.py puts the longest modules first).
 test: lint
-	$(BIN)/pytest
+	$(BIN)/pytest --numprocesses auto --maxprocesses 4 --dist loadscope
 
 clean:
 	rm -rf $(VENV) .evidex .pytest_cache .ruff_cache .mypy_cache

@@ -1,5 +1,6 @@
 """Session-wide fixtures: the real default model and tokenizer, loaded once, and one
-small real bundle built with the real pipeline, shared by read-only tests."""
+small real bundle built with the real pipeline, shared by read-only tests; and the order
+in which modules run (the longest first, see ``LONGEST_MODULES``)."""
 
 import os
 import shutil
@@ -7,6 +8,42 @@ import socket
 from pathlib import Path
 
 import pytest
+
+LONGEST_MODULES = (
+    "tests/pipelines/test_segment_crash.py",
+    "tests/store/test_lifecycle.py",
+    "tests/pipelines/test_stream.py",
+    "tests/pipelines/test_build_crash.py",
+    "tests/pipelines/test_refresh.py",
+    "tests/reliability/test_load.py",
+    "tests/pipelines/test_object_store.py",
+    "tests/pipelines/test_segments.py",
+    "tests/test_cli.py",
+    "tests/pipelines/test_knowledge_update.py",
+)
+"""The modules that take longest (each 45 s to 4 min here: kills at many points, 100
+activation swaps under eight readers, a minute of HTTP load, streams over real time),
+longest first. They run before every other module, so that ``make test``'s workers
+(``--dist loadscope``: one module per worker at a time) start them early and fill the
+rest of their time with the short ones, instead of one worker finishing alone."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Run the modules of ``LONGEST_MODULES`` first, in that order; every other test keeps
+    its place (no test depends on the order: each builds or copies what it reads)."""
+    rank = {name: i for i, name in enumerate(LONGEST_MODULES)}
+    root = Path(config.rootpath)
+
+    def key(item: pytest.Item) -> int:
+        module = Path(str(item.fspath)).resolve()
+        try:
+            name = module.relative_to(root).as_posix()
+        except ValueError:
+            return len(rank)
+        return rank.get(name, len(rank))
+
+    items.sort(key=key)  # stable: the rest keep collection order
+
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

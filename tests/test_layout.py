@@ -200,3 +200,10 @@ def test_the_circles_check_finds_a_circle_through_a_package_and_a_function(tmp_p
     graph = import_graph(tmp_path, ["store", "query"])
     assert graph["query.reader"] == {"store.config", "store.segments"}
     assert circles(graph) == [["store.bundles", "store.segments"]]
+
+
+def test_the_longest_modules_named_for_the_test_order_exist():
+    from tests.conftest import LONGEST_MODULES
+
+    missing = [name for name in LONGEST_MODULES if not (REPO / name).is_file()]
+    assert not missing, f"tests/conftest.py LONGEST_MODULES names missing modules: {missing}"
