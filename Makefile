@@ -37,9 +37,10 @@ lint: $(STAMP)
 	$(BIN)/mypy schemas query validation store
 
 # Test modules run in parallel, one worker per core (at most 4), each module on one worker
-# so its fixtures are built once (tests/conftest.py puts the longest modules first).
+# so its fixtures are built once, in the order tests/conftest.py gives them (the longest
+# modules first; xdist's own reorder, by test count, would start them last).
 test: lint
-	$(BIN)/pytest --numprocesses auto --maxprocesses 4 --dist loadscope
+	$(BIN)/pytest --numprocesses auto --maxprocesses 4 --dist loadscope --no-loadscope-reorder
 
 clean:
 	rm -rf $(VENV) .evidex .pytest_cache .ruff_cache .mypy_cache
