@@ -81,6 +81,8 @@ def test_a_moved_input_is_kept_unparsed_and_names_its_new_source(
     assert d["texts_embedded"] == 0 and d["knowledge_texts_embedded"] == 0
     kept, own = moved.manifest.segments
     assert (own.documents, own.chunks) == (0, 0)
+    for table in ("mentions", "statements"):  # spaCy parsed nothing
+        assert pq.ParquetFile(f"{moved.path}/extraction/{table}.parquet").metadata.num_rows == 0
     assert (kept.bundle_id, kept.deleted_documents) == ("b1", [])
     assert set(kept.sources) == set(_live(root, "b1"))
     assert all(source.startswith(str(elsewhere)) for source in kept.sources.values())
