@@ -29,22 +29,29 @@ PACKAGES = sorted({*FORBIDDEN, "benchmarks"})
 """Every package of the project, for the circles check."""
 
 
-def imported_modules(path: Path, root: Path = REPO) -> set[str]:
-    """Every absolute module name that ``path`` (under ``root``) imports, relative
-    imports resolved."""
+def import_statements(path: Path, root: Path = REPO) -> list[tuple[str, list[str]]]:
+    """Each import statement of ``path`` (under ``root``, anywhere in it) as ``(module,
+    names)``: ``import a.b`` is ``("a.b", [])``, ``from .x import y`` in package ``p`` is
+    ``("p.x", ["y"])`` (relative imports resolved)."""
     package = ".".join(path.relative_to(root).with_suffix("").parts[:-1])
-    found: set[str] = set()
+    found: list[tuple[str, list[str]]] = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
         if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
+            found.extend((alias.name, []) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")[: len(package.split(".")) - node.level + 1]
                 name = ".".join([*base, node.module] if node.module else base)
             else:
                 name = node.module or ""
-            found.add(name)
+            found.append((name, [alias.name for alias in node.names]))
     return found
+
+
+def imported_modules(path: Path, root: Path = REPO) -> set[str]:
+    """Every absolute module name that ``path`` (under ``root``) imports, relative
+    imports resolved."""
+    return {module for module, _ in import_statements(path, root)}
 
 
 def modules_of(package: str) -> list[Path]:
@@ -102,24 +109,10 @@ def module_imports(path: Path, known: set[str], root: Path = REPO) -> set[str]:
     """The modules of ``known`` that ``path`` imports: ``from pkg import mod`` counts as an
     import of ``pkg.mod`` when that is a module (else of ``pkg``), and ``import a.b.c`` as one
     of the longest known prefix (the module a name lives in)."""
-    package = ".".join(path.relative_to(root).with_suffix("").parts[:-1])
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                module = ".".join([*base, node.module] if node.module else base)
-            else:
-                module = node.module or ""
-            names = [
-                f"{module}.{alias.name}" if f"{module}.{alias.name}" in known else module
-                for alias in node.names
-            ]
-        else:
-            continue
-        for name in names:
+    for module, imported in import_statements(path, root):
+        names = [f"{module}.{n}" if f"{module}.{n}" in known else module for n in imported]
+        for name in names or [module]:
             parts = name.split(".")
             prefixes = (".".join(parts[:i]) for i in range(len(parts), 0, -1))
             match = next((p for p in prefixes if p in known), None)
