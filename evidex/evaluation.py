@@ -44,6 +44,9 @@ class Dataset:
     queries: dict[str, str]
     qrels: dict[str, dict[str, int]]
     supporting: dict[str, set[str]] = field(default_factory=dict)
+    types: dict[str, str] = field(default_factory=dict)
+    """Each multi-hop question's ``type`` (HotpotQA: ``bridge``, ``comparison``) when
+    ``questions.jsonl`` gives one."""
 
 
 def load_dataset(directory: str, *, split: str = "test") -> Dataset:
@@ -71,8 +74,23 @@ def load_dataset(directory: str, *, split: str = "test") -> Dataset:
                 queries[record["_id"]] = record["text"]
     supporting = _supporting(directory, corpus)
     return Dataset(
-        os.path.basename(os.path.normpath(directory)), corpus, queries, qrels, supporting
+        os.path.basename(os.path.normpath(directory)),
+        corpus,
+        queries,
+        qrels,
+        supporting,
+        _types(directory),
     )
+
+
+def _types(directory: str) -> dict[str, str]:
+    """Each question's ``type`` from ``questions.jsonl`` (none when absent)."""
+    path = os.path.join(directory, "questions.jsonl")
+    if not os.path.isfile(path):
+        return {}
+    with open(path, encoding="utf-8") as handle:
+        records = [json.loads(line) for line in handle if line.strip()]
+    return {r["_id"]: str(r["type"]) for r in records if r.get("type")}
 
 
 def _supporting(directory: str, corpus: str) -> dict[str, set[str]]:
@@ -311,8 +329,28 @@ def evaluate(dataset: Dataset, bundle: Any, *, limit: int | None = None) -> dict
         "queries": len(query_items),
         "bundle_id": bundle.bundle_id,
         "arms": results,
+        "by_type": scores_by_type(dataset, all_runs),
         "router_vs_fusion": paired_gains(dataset, all_runs["router"], all_runs["fusion_w1.0"]),
     }
+
+
+def scores_by_type(
+    dataset: Dataset, all_runs: dict[str, dict[str, dict[str, float]]]
+) -> dict[str, dict[str, Any]]:
+    """Every arm's scores on each question type's own questions (HotpotQA's 22 comparison
+    questions of train100 apart from its bridge questions), with the question count."""
+    result: dict[str, dict[str, Any]] = {}
+    for kind in sorted(set(dataset.types.values())):
+        asked = {q for q, t in dataset.types.items() if t == kind}
+        arms = {
+            name: score_arm(dataset, {q: r for q, r in runs.items() if q in asked})
+            for name, runs in all_runs.items()
+            if any(q in asked for q in runs)
+        }
+        if arms:
+            count = len(asked & set(next(iter(all_runs.values()))))
+            result[kind] = {"questions": count, "arms": arms}
+    return result
 
 
 def format_table(report: dict[str, Any]) -> str:
@@ -329,6 +367,10 @@ def format_table(report: dict[str, Any]) -> str:
     for name, row in report["arms"].items():
         if "skipped" in row:
             lines.append(f"{name:<14}  skipped: {row['skipped']}")
+    for kind, found in report.get("by_type", {}).items():
+        lines.append(f"type {kind} ({found['questions']} questions):")
+        for name, row in found["arms"].items():
+            lines.append(f"  {name:<12}" + "".join(f"{row.get(c, ''):>18}" for c in columns))
     gains = report.get("router_vs_fusion", {})
     if gains:
         lines.append(

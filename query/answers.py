@@ -8,20 +8,29 @@ import numpy as np
 
 from query.admission import Admission, Reason, admit, mentions_anchor
 from query.bundle import LoadedBundle
-from query.fusion import ArmHit
+from query.fusion import ArmHit, Slot
 from query.graph import DENSE_SEEDS, Spread, Walk, chunk_titles, graph_arm, text_spread, walk_graph
 from query.rerank import Reranker
 from query.retrieval import DEFAULT_DEPTH, Evidence, dense_arm, retrieve, visible_rows
-from query.router import Route, route
+from query.router import Route, nested_description, route
+from query.slots import bridging_names, entity_slots
 from query.surfaces import Derived, Expansion, chunk_arm, expand, search_surface, visibility
 
 CHUNK_ARMS = ("dense", "lexical")
 WALK_DENSE_DEPTH = DENSE_SEEDS
 WALK_WEIGHT = 8.0
-"""The graph arm's weight in fusion (dense: 1, lexical: the caller's ``lexical_weight``),
-on the routes that call for it: the walk leads there (it already holds the best dense chunks
-as seeds), and dense and BM25 reorder near-ties and add what it does not reach. Chosen on
-MuSiQue and HotpotQA (docs/benchmarks.md: 8 and 16 score alike, 2 and 4 lower)."""
+"""The graph arm's weight in the fused score (dense: 1, lexical: the caller's
+``lexical_weight``) where the walk leads; there the order is by places (``LEAD_RATIO``), and
+the score is what each item reports."""
+LEAD_RATIO = 4.0
+"""On a walk route where the walk bridges from a thing the question names, the walk leads:
+it keeps its places and plain fusion (dense + BM25) keeps one in every ``LEAD_RATIO + 1``
+(:func:`query.fusion.fuse`). Decided with held-out sets, tuned on one multi-hop set and
+checked on another (``benchmarks/experiments/walk_lead.py``, issue 57)."""
+UNLED_WALK_WEIGHT = 2.0
+"""The walk's fusion weight on a walk route where it does not lead (no named seed bridges):
+one more arm, twice a chunk arm, so a question sent to the walk by mistake stays close to
+plain fusion."""
 MAX_SUGGESTIONS = 3
 """Absent anchors per query that get a "did you mean" (each costs a few dictionary lookups
 and a read of a few visible chunks); the rest are reported without one."""
@@ -160,6 +169,46 @@ def _knowledge_arms(
     return derived, extra, notes, expansion, walk
 
 
+def _lead(walk: Walk | None, decision: Route) -> tuple[str | None, Route]:
+    """Whether the walk leads fusion (it bridges from a thing the question names), with
+    the reason added to the route."""
+    if walk is None:
+        return None, decision
+    names = bridging_names(walk, decision.anchors)
+    why = (
+        f"the walk leads: it bridges from {', '.join(map(repr, names))}"
+        if names
+        else "the walk does not lead: no named seed with a relation or a page to hop from"
+    )
+    return ("walk" if names else None), decision._replace(reasons=(*decision.reasons, why))
+
+
+def _slots(
+    bundle: LoadedBundle, query: str, decision: Route, walk: Walk | None, vector: Any
+) -> list[Slot]:
+    """Reserved places for the things a walk route's question names (:mod:`query.slots`);
+    none off the walk's routes."""
+    if walk is None or walk.graph is None or bundle.knowledge is None:
+        return []
+    vectors = bundle.vectors()
+    # The walk's seeds that overlap an anchor name it in full ("Géza von Cziffra" for the
+    # anchor "Cziffra"); the longest name claims the shorter.
+    anchors = [a.lower() for a in decision.anchors]
+    linked = [
+        s.surface
+        for s in walk.seeds
+        if s.kind == "entity" and any(a in s.surface.lower() for a in anchors)
+    ]
+    return entity_slots(
+        bundle.knowledge,
+        walk.graph,
+        [*decision.anchors, *linked],
+        lambda rows: vectors[rows] @ vector,
+        walk=walk,
+        bridge=nested_description(query, decision.anchors) is not None,
+    )
+
+
 def corpus_anchors(
     bundle: LoadedBundle,
     query: str,
@@ -279,6 +328,7 @@ def answer(
     derived, extra, notes, expansion, walk = _knowledge_arms(
         bundle, query, decision, vector, access, k, seen
     )
+    lead, decision = _lead(walk, decision)
     evidence = retrieve(
         bundle,
         query,
@@ -289,8 +339,14 @@ def answer(
         arms=tuple(s for s in decision.surfaces if s in CHUNK_ARMS),
         vector=vector,
         extra=extra,
-        weights={"walk": WALK_WEIGHT} if walk is not None else None,
+        weights=None if walk is None else {"walk": WALK_WEIGHT if lead else UNLED_WALK_WEIGHT},
+        slots=_slots(bundle, query, decision, walk, vector),
+        lead=lead,
+        lead_ratio=LEAD_RATIO,
     )
+    held = [f"evidence #{e.rank} holds the place of {e.holds}" for e in evidence if e.holds]
+    if held:
+        decision = decision._replace(reasons=(*decision.reasons, *held))
     if reranker is not None:
         evidence = list(reranker.rerank(query, evidence))
     verdict = admit(

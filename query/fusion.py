@@ -22,7 +22,20 @@ Contract:
   in dense order and marked ``fallback``;
 - total order: fused score (descending), then the best knowledge-arm rank
   (ascending, rows no knowledge arm proposes last), then dense similarity
-  (descending), then chunk id (ascending).
+  (descending), then chunk id (ascending);
+- lead (the routes where one arm is the reason for the route: the walk's): the arm named
+  by ``lead`` keeps its places and the chunk arms' own fusion (dense + lexical, the
+  ranking plain fusion would give) keeps a share of them: a row ranked ``r`` by the lead
+  arm and ``c`` by the chunk arms is ordered by ``min(r, lead_ratio * c)`` (the lead arm
+  first on a tie, then the total order). So the lead arm's top ``j`` rows are in the first
+  ``j + j / lead_ratio`` places and the chunk arms' top ``j`` in the first
+  ``j * (lead_ratio + 1)``: the list can trail neither arm by more than that, whatever the
+  weights;
+- slots (the reservation applied per named thing, not per arm): each ``Slot`` names a
+  thing the query names and the rows that are its passages; the best of them in the
+  total order above (or, when no arm ranks any, the slot's first row) takes one of the
+  first places, before anything else fills the rest, and carries the slot's label in
+  ``holds``. Slotted rows keep the total order among themselves.
 """
 
 from collections.abc import Mapping, Sequence
@@ -52,6 +65,16 @@ class Fused(NamedTuple):
     lexical_score: float | None
     fallback: bool
     extra_ranks: tuple[tuple[str, int], ...] = ()
+    holds: str | None = None
+
+
+class Slot(NamedTuple):
+    """A reserved place for one thing the query names: ``label`` (e.g. ``"entity
+    'Christopher Nolan'"``) and its passages, ``rows``, best first by the caller's own
+    order (used only when no arm ranks any of them)."""
+
+    label: str
+    rows: tuple[int, ...]
 
 
 def fuse(
@@ -65,6 +88,9 @@ def fuse(
     min_similarity: float | None = None,
     extra: Mapping[str, Sequence[ArmHit]] | None = None,
     weights: Mapping[str, float] | None = None,
+    slots: Sequence[Slot] = (),
+    lead: str | None = None,
+    lead_ratio: float = 2.0,
 ) -> list[Fused]:
     """Fuse the ranked arms into at most ``k`` rows.
 
@@ -81,12 +107,18 @@ def fuse(
             ``walk``): candidates and a tie-break, and a score term only when
             ``weights`` gives them one.
         weights: score weights of ``extra`` arms (absent: 0).
+        slots: places reserved for the things the query names (see the module contract);
+            at most ``k`` of them are honoured, in the order given.
+        lead: the ``extra`` arm that leads (see the module contract), or ``None``.
+        lead_ratio: places the lead arm gets per place kept for the chunk arms' fusion.
 
     Raises:
         ValueError: ``k`` < 1, or a negative lexical or arm weight.
     """
     if k < 1:
         raise ValueError(f"k must be positive, got {k}")
+    if lead_ratio <= 0:
+        raise ValueError(f"lead_ratio must be > 0, got {lead_ratio}")
     if lexical_weight < 0:
         raise ValueError(f"lexical_weight must be >= 0, got {lexical_weight}")
     weights = dict(weights or {})
@@ -122,8 +154,13 @@ def fuse(
             )
         )
     fused.sort(key=lambda f: _order(f, chunk_ids))
+    if lead is not None and by_extra.get(lead):
+        chunks = _chunk_order(fused, by_dense, by_lexical, lexical_weight, chunk_ids)
+        fused = _led(fused, by_extra[lead], lead_ratio, chunks)
     if min_similarity is not None:
         fused = [f for f in fused if f.dense_score is not None and f.dense_score >= min_similarity]
+    if slots:
+        fused = _fill_slots(fused, slots[:k], by_dense, by_lexical)
     result = fused[:k]
     if len(result) < k:
         present = {f.row for f in result}
@@ -145,6 +182,80 @@ def fuse(
                 )
                 present.add(hit.row)
     return result
+
+
+def _chunk_order(
+    fused: Sequence[Fused],
+    by_dense: Mapping[int, ArmHit],
+    by_lexical: Mapping[int, ArmHit],
+    lexical_weight: float,
+    chunk_ids: Sequence[str],
+) -> dict[int, int]:
+    """Each row's rank in the chunk arms' own fusion (what plain fusion would give: dense +
+    lexical scores, then dense similarity, then chunk id); rows neither ranks are left out."""
+    ranked = []
+    for f in fused:
+        d, lx = by_dense.get(f.row), by_lexical.get(f.row)
+        if d is None and lx is None:
+            continue
+        score = round(
+            (1.0 / (RRF_K + d.rank) if d else 0.0)
+            + (lexical_weight / (RRF_K + lx.rank) if lx else 0.0),
+            SCORE_DECIMALS,
+        )
+        dense = round(d.score, SCORE_DECIMALS) if d else float("-inf")
+        ranked.append((-score, -dense, chunk_ids[f.row], f.row))
+    return {row: rank for rank, (*_, row) in enumerate(sorted(ranked), start=1)}
+
+
+def _led(
+    fused: list[Fused], leader: Mapping[int, ArmHit], ratio: float, chunks: Mapping[int, int]
+) -> list[Fused]:
+    """``fused`` (in the total order) reordered by ``min(lead rank, ratio * chunk rank)``,
+    the lead arm first on a tie, then the total order."""
+    inf = float("inf")
+
+    def key(i: int) -> tuple[float, int, int]:
+        hit = leader.get(fused[i].row)
+        mine = float(hit.rank) if hit else inf
+        theirs = ratio * chunks[fused[i].row] if fused[i].row in chunks else inf
+        return (min(mine, theirs), 0 if mine <= theirs else 1, i)
+
+    return [fused[i] for i in sorted(range(len(fused)), key=key)]
+
+
+def _fill_slots(
+    fused: list[Fused],
+    slots: Sequence[Slot],
+    by_dense: Mapping[int, ArmHit],
+    by_lexical: Mapping[int, ArmHit],
+) -> list[Fused]:
+    """``fused`` with each slot's best row moved ahead of every unslotted row."""
+    place = {f.row: i for i, f in enumerate(fused)}
+    held: dict[int, Fused] = {}
+    for slot in slots:
+        free = [r for r in slot.rows if r not in held]
+        if not free:
+            continue
+        ranked = [r for r in free if r in place]
+        if ranked:
+            row = min(ranked, key=place.__getitem__)
+            held[row] = fused[place[row]]._replace(holds=slot.label)
+            continue
+        row = free[0]
+        d, lx = by_dense.get(row), by_lexical.get(row)
+        held[row] = Fused(
+            row,
+            0.0,
+            d.rank if d else None,
+            d.score if d else None,
+            lx.rank if lx else None,
+            lx.score if lx else None,
+            False,
+            holds=slot.label,
+        )
+    first = sorted(held.values(), key=lambda f: place.get(f.row, len(fused)))
+    return first + [f for f in fused if f.row not in held]
 
 
 def _order(f: Fused, chunk_ids: Sequence[str]) -> tuple[float, float, float, str]:

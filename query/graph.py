@@ -26,7 +26,7 @@ import hashlib
 import re
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any, NamedTuple
 
@@ -104,6 +104,8 @@ class WalkGraph:
     chunk_ids: Sequence[str]
     entity_names: Sequence[str]
     predicate_of: dict[tuple[int, int], str]
+    pages: dict[str, list[int]] = field(default_factory=dict)
+    """Normalized document title (less a trailing parenthesis) -> its visible chunk rows."""
 
     def neighbourhood(self, seeds: np.ndarray) -> np.ndarray:
         """Sorted nodes within ``MAX_HOPS`` edges of ``seeds``, hop by hop while the next
@@ -272,7 +274,7 @@ def _build(
     adjacency.data[:] = 1.0  # an entity named twice in a chunk is one edge
     adjacency.sort_indices()
     weights = adjacency
-    about_e, about_c = _about_edges(layer, titles, visible)
+    about_e, about_c, titled = _about_edges(layer, titles, visible)
     if len(about_e):
         # An entity sends as much mass to the chunks of the document titled with its name
         # as to every other neighbour together.
@@ -295,6 +297,7 @@ def _build(
         chunk_ids=chunk_ids,
         entity_names=layer.entity_names,
         predicate_of=predicate_of,
+        pages=titled,
     )
 
 
@@ -323,12 +326,12 @@ _DISAMBIGUATION = re.compile(r"\s*\([^)]*\)\s*$")
 
 def _about_edges(
     layer: KnowledgeLayer, titles: Callable[[], Sequence[str]] | None, visible: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, dict[str, list[int]]]:
     """``(entity, chunk row)`` pairs joining an entity to the visible chunks of the
     documents whose title (less a trailing parenthesis) is one of its aliases: the page
-    *about* it."""
+    *about* it; and the visible chunk rows of each normalized title."""
     if titles is None:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), {}
     rows_of: dict[str, list[int]] = {}
     norm_of: dict[str, str] = {}  # a document's chunks share its title
     for row, title in enumerate(titles()):
@@ -343,7 +346,7 @@ def _about_edges(
         for e in layer.aliases.get(norm, []):
             entities += [e] * len(rows)
             chunks += rows
-    return np.asarray(entities, dtype=np.int64), np.asarray(chunks, dtype=np.int64)
+    return np.asarray(entities, dtype=np.int64), np.asarray(chunks, dtype=np.int64), rows_of
 
 
 Spread = Callable[[str], int | None]

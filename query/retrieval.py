@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from query.bundle import LoadedBundle
-from query.fusion import SCORE_DECIMALS, ArmHit, Fused, fuse
+from query.fusion import SCORE_DECIMALS, ArmHit, Fused, Slot, fuse
 from store.config import ACCESS_CLASSES, EXACT_SEARCH_MAX_ROWS, SOURCE_ROLES
 
 DEFAULT_DEPTH = 100
@@ -49,6 +49,8 @@ class Evidence(NamedTuple):
     walk_rank: int | None = None
     source_uri: str = ""
     """Where the document was last read from (a file, or a JSONL record's ``file#L<n>``)."""
+    holds: str | None = None
+    """The named thing whose reserved place this item holds (:class:`query.fusion.Slot`)."""
 
 
 def visible_rows(
@@ -192,6 +194,7 @@ def _evidence(bundle: LoadedBundle, rank: int, f: Fused) -> Evidence:
         page_end=bundle.pages[f.row][1] if bundle.pages else None,
         walk_rank=dict(f.extra_ranks).get("walk"),
         source_uri=doc.get("source_uri") or "",
+        holds=f.holds,
     )
 
 
@@ -209,6 +212,9 @@ def retrieve(
     vector: np.ndarray | None = None,
     extra: Mapping[str, Sequence[ArmHit]] | None = None,
     weights: Mapping[str, float] | None = None,
+    slots: Sequence[Slot] = (),
+    lead: str | None = None,
+    lead_ratio: float = 2.0,
 ) -> list[Evidence]:
     """The top ``k`` chunks for ``query`` that the caller may see.
 
@@ -229,6 +235,9 @@ def retrieve(
             candidates that the chunk arms score (see :func:`query.fusion.fuse`).
         weights: score weights of ``extra`` arms (the graph arm's ``walk``); an arm
             without one is a candidate generator only.
+        slots: places reserved for the things the query names (:func:`query.fusion.fuse`).
+        lead: the ``extra`` arm that keeps its places, with ``lead_ratio`` of them per
+            place kept for the chunk arms' own fusion (:func:`query.fusion.fuse`).
 
     Returns:
         Evidence in rank order, each quoting its document's exact span.
@@ -277,5 +286,8 @@ def retrieve(
         min_similarity=min_similarity,
         extra=extra,
         weights=weights,
+        slots=slots,
+        lead=lead,
+        lead_ratio=lead_ratio,
     )
     return [_evidence(bundle, rank, f) for rank, f in enumerate(fused, start=1)]

@@ -63,13 +63,20 @@ _QUESTION = re.compile(
     r"is|are|was|were|did|does|do)\b",
     re.I,
 )
-# A multi-hop cue: a thing named through another ("the president of the association",
-# "the state that borders", "Hello Love's performer", "developed by what company").
-_NESTED = re.compile(
+# A multi-hop cue: a thing named through another. A description by a noun phrase ("the
+# president of the association", "Hello Love's performer") is a cue only when the question
+# names a thing to hop from: "the basic mechanism of the transonic aileron buzz" is ordinary
+# phrasing. A relative clause or a question word inside a phrase ("the state that borders",
+# "developed by what company", "whose director") nests on its own.
+_DESCRIBED = re.compile(
     r"\bthe\s+(?:[\w-]+\s+){0,2}?[\w-]+\s+(?:of|by|for|from|in|at|on|with)\s+\S+"
-    r"|\b(?:the|a|an)\s+(?:[\w-]+\s+){0,3}?(?:which|that|who|whom|whose|where)\s+\w+"
-    r"|\w['’]s\s+[\w-]+"
-    r"|\b(?:of|by|in|from|for|to|at|on|with|into)\s+(?:what|which|whom)\b",
+    r"|\w['’]s\s+[\w-]+",
+    re.I,
+)
+_CLAUSE = re.compile(
+    r"\b(?:the|a|an)\s+(?:[\w-]+\s+){0,3}?(?:which|that|who|whom|whose|where)\s+\w+"
+    r"|\b(?:of|by|in|from|for|to|at|on|with|into)\s+(?:what|which|whom)\b"
+    r"|\bwhose\s+[\w-]+",
     re.I,
 )
 _OUT_OF_SCOPE = re.compile(r"^\s*(hi|hello|hey|thanks|thank you|bye|ok|okay)\W*$", re.I)
@@ -177,9 +184,35 @@ def _multihop_cue(query: str, anchors: tuple[str, ...]) -> str | None:
     description, or naming two or more things."""
     if not _QUESTION.search(query):
         return None
-    nested = _NESTED.search(query)
+    nested = nested_description(query, anchors)
     if nested:
-        return f"multi-hop cue, a thing named through another: {nested.group(0)!r}"
+        return f"multi-hop cue, a thing named through another: {nested!r}"
     if len(anchors) >= 2:
         return f"multi-hop cue, a question naming {len(anchors)} things: {', '.join(anchors)}"
     return None
+
+
+def nested_description(query: str, anchors: tuple[str, ...]) -> str | None:
+    """The first description in ``query`` of a thing through another, or ``None``: a
+    relative clause or a question word inside a phrase, or a noun-phrase description that
+    hops from a named thing ("the director of Avatar", "Hello Love's performer")."""
+    clause = _CLAUSE.search(query)
+    described = [m for m in _DESCRIBED.finditer(query) if _names_another(m, query, anchors)]
+    found = sorted([m for m in (clause, *described) if m is not None], key=lambda m: m.start())
+    return found[0].group(0) if found else None
+
+
+def _names_another(nested: re.Match[str], query: str, anchors: tuple[str, ...]) -> bool:
+    """Whether a nested description hops from a named thing: the question holds an anchor
+    (a name, a quoted phrase, an identifier) and the description is not part of that name
+    ("Arthur's Magazine" is a name, not a description). "The basic
+    mechanism of the transonic aileron buzz" names nothing to hop from, so it is ordinary
+    phrasing; "the first president of the association which published Journal Zeta" and
+    "Hello Love's performer" hop from a name."""
+    start, end = nested.span()
+    lowered = query.lower()
+    for anchor in anchors:
+        at = lowered.find(anchor.lower())
+        if at >= 0 and not (at <= start and end <= at + len(anchor)):
+            return True
+    return False

@@ -112,6 +112,27 @@ def test_supporting_ids_are_read_and_recall_at_k_is_the_share_found(beir_dir):
     assert scores["all_supporting@5"] == 0.5
 
 
+def test_question_types_are_scored_apart(beir_dir):
+    # HotpotQA's questions carry a type; comparison questions are reported on their own.
+    (beir_dir / "questions.jsonl").write_text(
+        json.dumps({"_id": "q1", "type": "comparison", "supporting_titles": ["Danube", "Etna"]})
+        + "\n"
+        + json.dumps({"_id": "q2", "type": "bridge", "supporting_titles": ["Etna"]})
+        + "\n"
+    )
+    dataset = evaluation.load_dataset(str(beir_dir))
+    assert dataset.types == {"q1": "comparison", "q2": "bridge"}
+    runs = {"q1": {"d1": 2.0, "d5": 1.0}, "q2": {"d2": 1.0}}
+    found = evaluation.scores_by_type(dataset, {"router": runs})
+    assert found["comparison"]["questions"] == 1 and found["bridge"]["questions"] == 1
+    assert found["comparison"]["arms"]["router"]["all_supporting@5"] == 0.0
+    assert found["bridge"]["arms"]["router"]["all_supporting@5"] == 1.0
+    row = {**evaluation.score_arm(dataset, runs), "p50_ms": 1.0, "p95_ms": 2.0}
+    report = {"dataset": "x", "queries": 2, "bundle_id": "b", "arms": {"router": row}}
+    table = evaluation.format_table({**report, "by_type": found})
+    assert "type comparison (1 questions):" in table
+
+
 def test_paired_gains_of_a_run_that_finds_more_supporting_documents(beir_dir):
     (beir_dir / "questions.jsonl").write_text(
         json.dumps({"_id": "q1", "supporting_ids": ["d1", "d4"]})

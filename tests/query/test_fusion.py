@@ -1,3 +1,4 @@
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -58,3 +59,36 @@ def test_scores_do_not_depend_on_the_other_candidates(d_order, l_order, k, dropp
     for f in part:
         assert f.score == full[f.row]
     assert len(fuse(dense, lexical, chunk_ids=IDS, k=k, n_eligible=40)) == k
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.permutations(list(range(40))),
+    st.permutations(list(range(40))),
+    st.permutations(list(range(40))),
+    st.sampled_from([1.0, 2.0, 4.0]),
+    st.sampled_from([0.0, 2.0, 8.0]),
+)
+def test_the_leading_arm_keeps_its_places_and_fusion_its_share(d, lx, w, ratio, weight):
+    """On a walk route the walk leads (issue 57): its top j rows are in the first
+    j + j / ratio places and plain fusion's top j in the first j * (ratio + 1), whatever
+    the walk's weight, so the list cannot trail either by more than that."""
+    dense, lexical, walk = _arm(d[:25]), _arm(lx[:25]), _arm(w[:20])
+    led = fuse(dense, lexical, chunk_ids=IDS, k=40, n_eligible=40, extra={"walk": walk},
+               weights={"walk": weight}, lead="walk", lead_ratio=ratio)  # fmt: skip
+    place = {f.row: i for i, f in enumerate(led, start=1)}
+    plain = [f.row for f in fuse(dense, lexical, chunk_ids=IDS, k=40, n_eligible=40)]
+    for j in range(1, 11):
+        assert all(place[h.row] <= j + j / ratio for h in walk[:j])
+        assert all(place[row] <= j * (ratio + 1) for row in plain[:j])
+    assert sorted(place) == sorted({*d[:25], *lx[:25], *w[:20]})
+
+
+def test_without_a_leading_arm_ranked_the_order_is_the_total_order():
+    dense, lexical = _arm([1, 2, 3]), _arm([3, 4])
+    plain = fuse(dense, lexical, chunk_ids=IDS, k=4, n_eligible=100)
+    led = fuse(dense, lexical, chunk_ids=IDS, k=4, n_eligible=100, extra={"walk": []},
+               lead="walk")  # fmt: skip
+    assert led == plain
+    with pytest.raises(ValueError, match="lead_ratio"):
+        fuse(dense, lexical, chunk_ids=IDS, k=4, n_eligible=100, lead="walk", lead_ratio=0)
