@@ -1,4 +1,5 @@
-"""The ``evidex`` command line: build, validate, activate, rollback, status, query.
+"""The ``evidex`` command line: build, validate, activate, rollback, status, query, serve,
+mcp.
 
 Every subcommand explains itself with ``--help``, prints JSON with ``--json``
 where a program reads the output, and exits non-zero with a one-line reason on
@@ -682,6 +683,85 @@ def cmd_serve(args: argparse.Namespace) -> int:
             metrics_dir.cleanup()
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    if args.transport == "stdio":
+        if args.principals or args.anonymous != "public":
+            raise ValueError(
+                "--principals and --anonymous apply to --transport http: over stdio the local "
+                "user is trusted (narrow what it sees with --access)"
+            )
+        from query.mcp_server import serve_stdio
+
+        return serve_stdio(
+            args.root,
+            access=args.access.split(",") if args.access else None,
+            roles=args.roles.split(",") if args.roles else None,
+            verify=not args.no_verify,
+            encoder=args.query_encoder,
+            audit_log=args.audit_log,
+            audit_queries=args.audit_queries,
+        )
+    if args.access or args.roles:
+        raise ValueError(
+            "--access and --roles apply to --transport stdio: over HTTP what a caller may see "
+            "comes from its principal (--principals)"
+        )
+    from query.mcp_server import serve_http
+
+    return serve_http(
+        args.root,
+        host=args.host,
+        port=args.port,
+        principals=args.principals,
+        anonymous=args.anonymous,
+        audit_log=args.audit_log,
+        audit_queries=args.audit_queries,
+        audit_max_bytes=int(args.audit_max_mb * 2**20),
+        audit_backups=args.audit_backups,
+        verify=not args.no_verify,
+        encoder=args.query_encoder,
+    )
+
+
+def _add_mcp(sub: Any) -> None:
+    p = sub.add_parser(
+        "mcp",
+        help="MCP server (tools for agents) over the active bundle",
+        description="Serve the active bundle to agents over the Model Context Protocol "
+        "(official mcp SDK) with three tools: search_evidence (the routed answer: each item's "
+        "doc id, title, revision, exact [start, end) span, quoted text, score and source, "
+        "plus the PASS / FAIL / UNKNOWN verdict and its reasons), read_span (the exact text "
+        "of a span of a live revision) and bundle_status. Follows ACTIVE like evidex serve. "
+        "--transport stdio (default): for an agent that starts this command itself; the "
+        "local user is trusted and sees every access class unless --access narrows it. "
+        "--transport http: streamable HTTP at http://HOST:PORT/mcp; callers are "
+        "authenticated as by evidex serve (--principals: bearer tokens and JWTs; without "
+        "credentials, public rows only).",
+    )
+    p.add_argument(
+        "--transport",
+        choices=("stdio", "http"),
+        default="stdio",
+        help="stdio (default) or http (streamable HTTP)",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="http: bind address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8766, help="http: port (default 8766)")
+    p.add_argument(
+        "--access",
+        default=None,
+        help="stdio: comma-separated access classes the local user's tools see (default: all)",
+    )
+    p.add_argument(
+        "--roles",
+        default=None,
+        help="stdio: comma-separated source roles the local user's tools see (default: all)",
+    )
+    p.add_argument("--no-verify", action="store_true", help="skip sha256 checks on load")
+    _serve_access_args(p)
+    _encoder_arg(p, default="auto")
+    _root_arg(p)
+
+
 def _serve_access_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--principals",
@@ -972,6 +1052,7 @@ def build_parser() -> argparse.ArgumentParser:
     _rerank_arg(p)
     _encoder_arg(p, default="auto")
     _root_arg(p)
+    _add_mcp(sub)
     _add_principals(sub)
     p = sub.add_parser(
         "gc",
@@ -1241,6 +1322,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "gc": cmd_gc,
         "regression": cmd_regression,
         "serve": cmd_serve,
+        "mcp": cmd_mcp,
         "principals": cmd_principals,
     }
     try:

@@ -1,7 +1,9 @@
 """The thin query module: load the active bundle and retrieve evidence.
 
 Never imports apache_beam; no text generation in the read path. The names below are
-imported on first use, so ``import query.ner`` (say) does not load the whole read path.
+imported on first use, so ``import query.ner`` (say) does not load the whole read path,
+and ``query`` works without the optional extras (``EvidexRetriever`` needs
+``pip install 'evidex[langchain]'``).
 """
 
 import importlib
@@ -18,6 +20,7 @@ if TYPE_CHECKING:
         load_bundle,
         open_bundle,
     )
+    from query.langchain_retriever import EvidexRetriever
     from query.retrieval import Evidence, retrieve
     from query.router import Route, route
 
@@ -27,6 +30,7 @@ _HOME = {
     "Answer": "query.answers",
     "answer": "query.answers",
     "BundleReader": "query.bundle",
+    "EvidexRetriever": "query.langchain_retriever",
     "LoadedBundle": "query.bundle",
     "ModelMismatchError": "query.bundle",
     "NoActiveBundleError": "query.bundle",
@@ -43,6 +47,7 @@ __all__ = [
     "Answer",
     "BundleReader",
     "Evidence",
+    "EvidexRetriever",
     "LoadedBundle",
     "ModelMismatchError",
     "NoActiveBundleError",

@@ -478,6 +478,11 @@ class BundleReader:
     def current(self) -> LoadedBundle:
         return self._current
 
+    @property
+    def root(self) -> str:
+        """The bundle root whose ``ACTIVE`` this reader follows."""
+        return self._root
+
     def _moved_to(self) -> str | None:
         """The bundle ``ACTIVE`` names if it is not the one being served, else ``None``."""
         active = read_active(self._root)

@@ -55,11 +55,12 @@ class Identity(NamedTuple):
     """Who a request comes from and what it may see.
 
     ``principal`` is ``None`` for an anonymous caller, a file principal's id, or
-    ``jwt:<subject>``; ``roles`` ``None`` means every source role.
+    ``jwt:<subject>``; ``roles`` ``None`` means every source role. ``kind`` ``"local"``
+    is the trusted local user of ``evidex mcp`` over stdio (:mod:`query.mcp_tools`).
     """
 
     principal: str | None
-    kind: Literal["anonymous", "token", "jwt"]
+    kind: Literal["anonymous", "token", "jwt", "local"]
     access: frozenset[str]
     roles: frozenset[str] | None
     limit: "Limit"

@@ -120,8 +120,9 @@ async def _plain(send: Any, status: int, message: bytes) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-class _Holder:
-    """The reader plus a lock so only one request at a time performs a reload.
+class BundleHolder:
+    """The reader plus a lock so only one request at a time performs a reload (the HTTP
+    API and the MCP server, :mod:`query.mcp_server`, follow ``ACTIVE`` through it).
 
     Requests that arrive while a reload runs wait for it instead of answering from the
     old bundle: the reload needs about 0.1 s of CPU, but competing for the GIL with a
@@ -177,12 +178,12 @@ def create_app(
     if anonymous == "none" and principals is None:
         raise ValueError("anonymous 'none' needs a principals file: no caller could be served")
     auth = Authenticator(principals, anonymous=anonymous)
-    holder = _Holder(
+    holder = BundleHolder(
         BundleReader(
             root, verify=verify, model=model, encoder=encoder, encoder_threads=encoder_threads
         )
     )
-    _warn_unprotected(holder.reader.current, auth)
+    warn_unprotected(holder.reader.current, auth)
     metrics = Metrics(holder.bundle)
     app = FastAPI(
         title="evidex",
@@ -210,7 +211,7 @@ def create_app(
     return app
 
 
-def _warn_unprotected(bundle: LoadedBundle, auth: Authenticator) -> None:
+def warn_unprotected(bundle: LoadedBundle, auth: Authenticator) -> None:
     """Say at start-up when non-public rows are served without a principals file."""
     if auth.configured:
         return
@@ -231,7 +232,7 @@ def _identity(request: Request) -> Identity:
     return identity if isinstance(identity, Identity) else ANONYMOUS
 
 
-def _routes(app: FastAPI, holder: "_Holder", metrics: Metrics, reranker: Any) -> None:
+def _routes(app: FastAPI, holder: "BundleHolder", metrics: Metrics, reranker: Any) -> None:
     @app.get("/health")
     def health() -> dict[str, Any]:
         return {"status": "ok", "bundle_id": holder.bundle().bundle_id}

@@ -16,6 +16,7 @@ SUBCOMMANDS = (
     "gc",
     "regression",
     "serve",
+    "mcp",
     "eval",
 )
 
