@@ -174,6 +174,7 @@ def _entity(members: list[MentionRef], classes: Counter) -> Entity:
         aliases=[surface for surface, _ in aliases],
         alias_counts=[count for _, count in aliases],
         chunk_ids=sorted({m.chunk_id for m in members}),
+        alias_norms=[normalize_surface(surface) for surface, _ in aliases],
     )
 
 
@@ -326,4 +327,5 @@ def refreshed_entity(entity: Entity, members: Sequence[MentionRef]) -> Entity:
         aliases=[surface for surface, _ in aliases],
         alias_counts=[count for _, count in aliases],
         chunk_ids=sorted({m.chunk_id for m in members}),
+        alias_norms=[normalize_surface(surface) for surface, _ in aliases],
     )

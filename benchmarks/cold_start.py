@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from benchmarks.query import free_port
 
 QUERY = "How do I read a gzip-compressed file?"
-HEAVY = ("torch", "transformers", "sentence_transformers", "spacy")
+HEAVY = ("torch", "transformers", "sentence_transformers", "spacy", "pandas")
 
 
 def _env() -> dict[str, str]:

@@ -548,7 +548,10 @@ def _bundle_and_pipeline(root: str | None, bundle_id: str | None) -> tuple[str |
 def cmd_query(args: argparse.Namespace) -> int:
     import datetime as dt
 
+    from query.lean import settle_pandas_probe
     from query.ner import PrefetchedEntities
+
+    settle_pandas_probe()  # a query reads Arrow tables only (query/lean.py)
 
     chosen, pipeline = _bundle_and_pipeline(args.root, args.bundle)
     # spaCy loads in a helper process while this one opens the bundle (query/ner.py).
@@ -623,7 +626,10 @@ def cmd_stream(args: argparse.Namespace, build_args: list[str]) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     import tempfile
 
+    from query.lean import settle_pandas_probe
     from query.workers import default_workers, encoder_threads
+
+    settle_pandas_probe()
 
     workers = args.workers or default_workers()
     if workers < 1:
@@ -684,6 +690,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
+    from query.lean import settle_pandas_probe
+
+    settle_pandas_probe()
     if args.transport == "stdio":
         if args.principals or args.anonymous != "public":
             raise ValueError(

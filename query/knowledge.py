@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from algorithms.normalize import normalize_surface
 from query.columns import ArrowSequence, Grouped, list_items
@@ -209,11 +210,21 @@ _ALIAS_NORMS = AliasNorms()
 def alias_index(aliases: Any, norms: AliasNorms = _ALIAS_NORMS) -> Grouped:
     """normalized alias -> the entity rows that have it, ascending, from the entity
     table's ``aliases`` list column (each distinct alias string normalized once per
-    process: :class:`AliasNorms`)."""
+    process: :class:`AliasNorms`). For tables written before ``alias_norms``."""
     owners, distinct, places = list_items(aliases)
     codes, labels, position = norms.codes(distinct)
     grouped = Grouped.of(codes[places], owners, len(labels), distinct=True)
     return grouped.labelled(labels, position)
+
+
+def stored_alias_index(alias_norms: Any) -> Grouped:
+    """normalized alias -> the entity rows that have it, ascending, from the entity
+    table's ``alias_norms`` list column, normalized when the table was written: nothing
+    is normalized here."""
+    owners, distinct, places = list_items(alias_norms)
+    labels = distinct.to_pylist()
+    grouped = Grouped.of(places, owners, len(labels), distinct=True)
+    return grouped.labelled(labels)
 
 
 def adjacency_index(subjects: np.ndarray, objects: np.ndarray, entities: int) -> Grouped:
@@ -244,8 +255,10 @@ def load_knowledge(path: str) -> KnowledgeLayer | None:
     """
     if not os.path.exists(os.path.join(path, ENTITIES)):
         return None
-    entities = read_parquet(
-        os.path.join(path, ENTITIES), columns=["entity_id", "name", "aliases", "chunk_ids"]
+    entity_file = pq.ParquetFile(os.path.join(path, ENTITIES))
+    stored = "alias_norms" in entity_file.schema_arrow.names
+    entities = entity_file.read(
+        columns=["entity_id", "name", "chunk_ids", "alias_norms" if stored else "aliases"]
     )
     entity_ids = entities.column("entity_id").combine_chunks()
     relations = _surface(path, RELATIONS, RELATION_INDEX, "relation_id", "summary")
@@ -266,7 +279,11 @@ def load_knowledge(path: str) -> KnowledgeLayer | None:
         entity_ids=ArrowSequence(entity_ids),
         entity_names=ArrowSequence(entities.column("name")),
         entity_chunks=ArrowSequence(entities.column("chunk_ids")),
-        aliases=alias_index(entities.column("aliases")),
+        aliases=(
+            stored_alias_index(entities.column("alias_norms"))
+            if stored
+            else alias_index(entities.column("aliases"))
+        ),
         relations=relations,
         subjects=subjects.tolist(),
         objects=objects.tolist(),

@@ -59,7 +59,11 @@ class Statement(NamedTuple):
 
 
 class Entity(NamedTuple):
-    """A canonical entity: its chosen name, every alias with its count, its chunks."""
+    """A canonical entity: its chosen name, every alias with its count, its chunks.
+
+    ``alias_norms`` is each alias's ``algorithms.normalize.normalize_surface``, computed
+    at build time so that a reader's alias index is read, not normalized on every open.
+    """
 
     entity_id: str
     name: str
@@ -69,6 +73,7 @@ class Entity(NamedTuple):
     aliases: list[str]
     alias_counts: list[int]
     chunk_ids: list[str]
+    alias_norms: list[str]
 
 
 class Relation(NamedTuple):
@@ -165,6 +170,7 @@ ENTITY_SCHEMA = pa.schema(
         _list("aliases", pa.string()),
         _list("alias_counts", pa.int32()),
         _list("chunk_ids", pa.string()),
+        _list("alias_norms", pa.string()),
     ]
 )
 

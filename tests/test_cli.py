@@ -244,14 +244,15 @@ def test_one_shot_query_routes_with_spacy_without_pytorch(validated_root, query_
         "from evidex.cli import main\n"
         f"rc = main(['query', '--root', {str(validated_root)!r}, {question!r}, '--k', '3', "
         "'--json'])\n"
-        "heavy = [m for m in ('torch', 'transformers', 'sentence_transformers', 'spacy') "
-        "if m in sys.modules]\n"
+        "heavy = [m for m in ('torch', 'transformers', 'sentence_transformers', 'spacy', "
+        "'pandas') if m in sys.modules]\n"
         "print('HEAVY', heavy, rc)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr[-3000:]
     body, _, tail = out.stdout.rpartition("HEAVY")
-    assert tail.strip() == "[] 0", tail  # spaCy ran in the helper, PyTorch nowhere
+    # spaCy ran in the helper, PyTorch nowhere, pandas not even for pyarrow's probe
+    assert tail.strip() == "[] 0", tail
     result = json.loads(body)
     answers = result if isinstance(result, list) else [result]
     assert answers[0]["route"]["reasons"] == list(expected.route.reasons)

@@ -49,7 +49,7 @@ from algorithms.canonicalize import (
     type_class,
 )
 from algorithms.communities import detect_communities
-from algorithms.normalize import squashed
+from algorithms.normalize import normalize_surface, squashed
 from algorithms.summaries import COOCCURRENCE, aggregate_relations, relation_id, relation_key
 from schemas import (
     COMMUNITY_SCHEMA,
@@ -159,6 +159,19 @@ def _merged(kept: pa.Table, added: pa.Table, key: str) -> pa.Table:
     return pa.concat_tables(pieces).combine_chunks()
 
 
+def _with_alias_norms(entities: pa.Table) -> pa.Table:
+    """``entities`` with its ``alias_norms`` column, computed (each distinct alias
+    normalized once) when a parent written before that column lacks it."""
+    if "alias_norms" in entities.column_names:
+        return entities
+    aliases = entities["aliases"].combine_chunks()
+    encoded = pc.list_flatten(aliases).dictionary_encode()
+    norms = pa.array([normalize_surface(a) for a in encoded.dictionary.to_pylist()], pa.string())
+    offsets = pc.subtract(aliases.offsets, aliases.offsets[0])  # a sliced column's
+    column = pa.ListArray.from_arrays(offsets, norms.take(encoded.indices))
+    return entities.append_column("alias_norms", column)
+
+
 def _rows(table: pa.Table, row_type: Any) -> list[Any]:
     return [row_type(**r) for r in table.to_pylist()]
 
@@ -237,7 +250,7 @@ class _UpdateFn(beam.DoFn):
             counts[unit] += 1
             owner.setdefault(unit, entity_id)
         known = {unit: KnownUnit(owner[unit], n) for unit, n in counts.items()}
-        parent_entities = _read(join(self._parent, bundles.ENTITIES))
+        parent_entities = _with_alias_norms(_read(join(self._parent, bundles.ENTITIES)))
         refs = [MentionRef(m.mention_id, m.text, m.label, m.norm, m.chunk_id) for m in new_mentions]
         linked = link_mentions(
             known,

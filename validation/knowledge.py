@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from great_expectations import expectations as gxe
 
+from algorithms.normalize import normalize_surface
 from validation import increments
 
 CATEGORIES = (
@@ -150,7 +151,9 @@ def entities_frame(
     table: pa.Table, live: LiveRows, changed: np.ndarray | None = None, *, grown: bool = False
 ) -> pd.DataFrame:
     """The entities to check, with ``has_aliases``, ``alias_counts_match``,
-    ``chunks_found`` (``changed`` and ``grown`` as in :func:`mentions_frame`)."""
+    ``alias_norms_match`` (each alias's stored normalized form is its
+    ``normalize_surface``), ``chunks_found`` (``changed`` and ``grown`` as in
+    :func:`mentions_frame`)."""
     if grown and changed is not None:
         return entities_frame(_candidates(table, "entity_id", changed), live)
     frame = _checked_frame(
@@ -166,13 +169,23 @@ def entities_frame(
             frame["aliases"], frame["alias_counts"], frame["mention_count"], strict=True
         )
     ]
+    if "alias_norms" in frame:  # tables written before the column have none to check
+        frame["alias_norms_match"] = [
+            len(a) == len(n) and all(normalize_surface(x) == y for x, y in zip(a, n, strict=True))
+            for a, n in zip(frame["aliases"], frame["alias_norms"], strict=True)
+        ]
+        frame = frame.drop(columns=["alias_norms"])
+    else:
+        frame["alias_norms_match"] = True
     return frame.drop(columns=["aliases", "alias_counts", "chunk_ids"])
 
 
 def entities_suite() -> gx.ExpectationSuite:
     """Entities: unique ids, a name, aliases that add up to the mention count, real chunks."""
     suite = _flags_suite(
-        "entities", "entity_id", ("has_aliases", "alias_counts_match", "chunks_found")
+        "entities",
+        "entity_id",
+        ("has_aliases", "alias_counts_match", "alias_norms_match", "chunks_found"),
     )
     suite.add_expectation(gxe.ExpectColumnValuesToNotBeNull(column="name"))
     suite.add_expectation(gxe.ExpectColumnValuesToBeBetween(column="mention_count", min_value=1))

@@ -264,3 +264,68 @@ def test_the_walk_graph_holds_the_edges_the_tables_name(bundle, half):
     for s, o in named:
         assert graph.adjacency[s, o] == graph.adjacency[o, s] == 1.0
     assert graph.adjacency.nnz == 2 * len(set(pairs)) + 2 * len(named)
+
+
+def _calls_to_open(path: str) -> tuple[int, int]:
+    """Python function calls made by ``load_knowledge(path)``, and how many of them
+    normalized a string."""
+    import sys
+
+    from query.knowledge import load_knowledge
+
+    counts = {"calls": 0, "normalize": 0}
+
+    def count(frame, event, arg):
+        if event == "call":
+            counts["calls"] += 1
+            counts["normalize"] += frame.f_code.co_name == "normalize_surface"
+
+    sys.setprofile(count)
+    try:
+        load_knowledge(path)
+    finally:
+        sys.setprofile(None)
+    return counts["calls"], counts["normalize"]
+
+
+def test_opening_the_layer_does_work_that_does_not_grow_with_it(bundle, tmp_path):
+    """The open reads what the build wrote (normalized aliases included): a layer with
+    50 times the entities costs the same number of Python calls, and none normalizes."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from algorithms.normalize import normalize_surface
+    from store.bundles import ENTITIES
+
+    entities = pq.read_table(f"{bundle.path}/{ENTITIES}")
+    aliases = entities.column("aliases").to_pylist()
+    assert entities.column("alias_norms").to_pylist() == [
+        [normalize_surface(a) for a in names] for names in aliases
+    ]
+    calls = {}
+    for extra in (100, 5000):
+        path = tmp_path / str(extra)
+        shutil.copytree(bundle.path, path)
+        template = entities.slice(0, 1).to_pylist()[0]
+        rows = [
+            {
+                **template,
+                "entity_id": f"synthetic-{i}",
+                "name": f"Synthetic thing {i}",
+                "aliases": [f"Synthetic thing {i}", f"synthetic things {i}"],
+                "alias_counts": [1, 1],
+                "mention_count": 2,
+                "alias_norms": [
+                    normalize_surface(f"Synthetic thing {i}"),
+                    normalize_surface(f"synthetic things {i}"),
+                ],
+            }
+            for i in range(extra)
+        ]
+        grown = pa.concat_tables([entities, pa.Table.from_pylist(rows, schema=entities.schema)])
+        pq.write_table(grown, path / ENTITIES)
+        calls[extra] = _calls_to_open(str(path))
+    assert calls[100] == calls[5000]
+    assert calls[5000][1] == 0
