@@ -8,12 +8,12 @@ import numpy as np
 
 from query.admission import Admission, Reason, admit, mentions_anchor
 from query.bundle import LoadedBundle
-from query.fusion import ArmHit, Slot
+from query.fusion import KEPT, ArmHit, Slot
 from query.graph import DENSE_SEEDS, Spread, Walk, chunk_titles, graph_arm, text_spread, walk_graph
 from query.rerank import Reranker
 from query.retrieval import DEFAULT_DEPTH, Evidence, dense_arm, retrieve, visible_rows
 from query.router import Route, nested_description, route
-from query.slots import bridging_names, entity_slots
+from query.slots import BRIDGE_MAX_CHUNKS, bridging_names, entity_slots
 from query.surfaces import Derived, Expansion, chunk_arm, expand, search_surface, visibility
 
 CHUNK_ARMS = ("dense", "lexical")
@@ -178,7 +178,9 @@ def _lead(walk: Walk | None, decision: Route) -> tuple[str | None, Route]:
     why = (
         f"the walk leads: it bridges from {', '.join(map(repr, names))}"
         if names
-        else "the walk does not lead: no named seed with a relation or a page to hop from"
+        else "the walk does not lead: no named seed with a page, or with a relation and a "
+        f"name in at most {BRIDGE_MAX_CHUNKS} passages, to hop from (fusion's top "
+        f"{KEPT} keep their places)"
     )
     return ("walk" if names else None), decision._replace(reasons=(*decision.reasons, why))
 

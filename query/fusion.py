@@ -30,7 +30,14 @@ Contract:
   first on a tie, then the total order). So the lead arm's top ``j`` rows are in the first
   ``j + j / lead_ratio`` places and the chunk arms' top ``j`` in the first
   ``j * (lead_ratio + 1)``: the list can trail neither arm by more than that, whatever the
-  weights;
+  weights; and where both chunk arms confirm the chunk fusion's top row (each ranks it in
+  its top ``CONFIRMED``), that row keeps the first place (the lead arm's top ``j`` then in
+  the first ``j + j / lead_ratio + 1``);
+- kept places (an arm weighted but not leading: the walk where it does not bridge from a
+  named thing, issue 57): the chunk arms' own top ``KEPT`` rows keep their places
+  against it: the chunk fusion's ``c``-th row (``c`` <= ``KEPT``) is placed no later than
+  the weighted order's ``c``-th, so its top row stays first and a route wrongly given the
+  walk costs at most what the places below ``KEPT`` cost;
 - slots (the reservation applied per named thing, not per arm): each ``Slot`` names a
   thing the query names and the rows that are its passages; the best of them in the
   total order above (or, when no arm ranks any, the slot's first row) takes one of the
@@ -44,6 +51,12 @@ from typing import NamedTuple
 RRF_K = 60
 RESERVED = 10
 SCORE_DECIMALS = 6
+KEPT = 2
+"""Plain fusion's top rows that keep their places against a weighted arm that does not
+lead (issue 57: what a question wrongly sent to the walk may cost)."""
+CONFIRMED = 2
+"""A row both chunk arms rank in their top ``CONFIRMED`` is confirmed by both; plain
+fusion's top row, so confirmed, keeps the first place even where another arm leads."""
 
 
 class ArmHit(NamedTuple):
@@ -154,9 +167,15 @@ def fuse(
             )
         )
     fused.sort(key=lambda f: _order(f, chunk_ids))
-    if lead is not None and by_extra.get(lead):
+    leader = by_extra.get(lead) if lead is not None else None
+    weighted = any(weights.get(name, 0.0) > 0 and hits for name, hits in by_extra.items())
+    if leader or weighted:
         chunks = _chunk_order(fused, by_dense, by_lexical, lexical_weight, chunk_ids)
-        fused = _led(fused, by_extra[lead], lead_ratio, chunks)
+        if leader:
+            kept = _confirmed(chunks, by_dense, by_lexical)
+            fused = _led(fused, leader, lead_ratio, chunks, kept)
+        else:
+            fused = _kept(fused, chunks)
     if min_similarity is not None:
         fused = [f for f in fused if f.dense_score is not None and f.dense_score >= min_similarity]
     if slots:
@@ -208,18 +227,53 @@ def _chunk_order(
     return {row: rank for rank, (*_, row) in enumerate(sorted(ranked), start=1)}
 
 
+def _confirmed(
+    chunks: Mapping[int, int], by_dense: Mapping[int, ArmHit], by_lexical: Mapping[int, ArmHit]
+) -> set[int]:
+    """The chunk fusion's top row if both chunk arms rank it in their top ``CONFIRMED``."""
+    top = [row for row, rank in chunks.items() if rank == 1]
+    return {
+        row
+        for row in top
+        if row in by_dense
+        and row in by_lexical
+        and by_dense[row].rank <= CONFIRMED
+        and by_lexical[row].rank <= CONFIRMED
+    }
+
+
 def _led(
-    fused: list[Fused], leader: Mapping[int, ArmHit], ratio: float, chunks: Mapping[int, int]
+    fused: list[Fused],
+    leader: Mapping[int, ArmHit],
+    ratio: float,
+    chunks: Mapping[int, int],
+    kept: set[int],
 ) -> list[Fused]:
     """``fused`` (in the total order) reordered by ``min(lead rank, ratio * chunk rank)``,
-    the lead arm first on a tie, then the total order."""
+    the lead arm first on a tie, then the total order; a ``kept`` row is placed by its own
+    chunk rank, ahead of both on a tie."""
     inf = float("inf")
 
     def key(i: int) -> tuple[float, int, int]:
-        hit = leader.get(fused[i].row)
-        mine = float(hit.rank) if hit else inf
-        theirs = ratio * chunks[fused[i].row] if fused[i].row in chunks else inf
-        return (min(mine, theirs), 0 if mine <= theirs else 1, i)
+        row = fused[i].row
+        hit = leader.get(row)
+        places = [(float(hit.rank) if hit else inf, 1)]
+        places.append((ratio * chunks[row] if row in chunks else inf, 2))
+        if row in kept:
+            places.append((float(chunks[row]), 0))
+        return (*min(places), i)
+
+    return [fused[i] for i in sorted(range(len(fused)), key=key)]
+
+
+def _kept(fused: list[Fused], chunks: Mapping[int, int]) -> list[Fused]:
+    """``fused`` (in the total order, a weighted arm among its terms) with the chunk
+    fusion's top ``KEPT`` rows kept in place: the ``c``-th of them is placed by ``c``,
+    ahead of the total order's ``c``-th row on a tie."""
+
+    def key(i: int) -> tuple[int, int, int]:
+        rank = chunks.get(fused[i].row, KEPT + 1)
+        return (rank, 0, i) if rank <= KEPT and rank <= i + 1 else (i + 1, 1, i)
 
     return [fused[i] for i in sorted(range(len(fused)), key=key)]
 

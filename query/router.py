@@ -22,7 +22,13 @@ _MONTH = (
     r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
 )
 # A comparison needs two compared things or an explicit comparison word: "more" or
-# "better" alone ("there is no more input") compares nothing.
+# "better" alone ("there is no more input") compares nothing, and neither does a quantity
+# after "than" ("more than 10 connections", "more than one line": a bound, issue 58).
+_QUANTITY = (
+    r"\d|an?\b|one\b|two\b|three\b|four\b|five\b|six\b|seven\b|eight\b|nine\b|ten\b|"
+    r"eleven\b|twelve\b|twenty\b|hundred\b|thousand\b|million\b|billion\b|dozen\b|"
+    r"half\b|once\b|twice\b|few\b|several\b"
+)
 _COMPARISON = re.compile(
     r"\b(?:compare[sd]?|comparing|comparison|versus|vs\.?)(?!\w)"
     r"|\b(?:difference|differences|differ|differs)\s+(?:between|from)\b"
@@ -30,7 +36,8 @@ _COMPARISON = re.compile(
     r"|\bbetween\s+\S+(?:\s+\S+){0,4}?\s+and\s+\S+"
     r"|\bboth\s+\S+(?:\s+\S+){0,4}?\s+and\s+\S+"
     r"|\bwhich\b[^?]*,\s*\S+(?:\s+\S+){0,4}?\s+or\s+\S+"
-    r"|\b(?:more|less|fewer|better|worse|\w{2,}er)\s+(?:\w+\s+){0,3}?than\s+(?!\d|a\b|an\b)\S+",
+    r"|\b(?:more|less|fewer|better|worse|\w{2,}er)\s+(?:\w+\s+){0,3}?than\s+(?!"
+    rf"{_QUANTITY})\S+",
     re.I,
 )
 # A temporal route needs a time expression: a year, a month and day, a date, or words

@@ -34,6 +34,12 @@ MAX_NAMED = 4
 """Named things that get a slot ("whose director was born first" names up to four)."""
 BRIDGE_DEPTH = 30
 """How deep in the walk's ranking a side's bridge hop is looked for."""
+BRIDGE_MAX_CHUNKS = 10
+"""A named seed without a page bridges through its relations only when its name stands in
+at most this many passages (its seed weight, 1 / those passages, at least
+``1 / BRIDGE_MAX_CHUNKS``): an acronym or a term standing in dozens of abstracts ("CTCF",
+"fidelity") names a topic, not a thing to hop from (issue 57, measured on SciFact with the
+walk forced on every claim)."""
 _DISAMBIGUATION = re.compile(r"\s*\([^)]*\)\s*$")
 
 Similarity = Callable[[list[int]], np.ndarray]
@@ -116,9 +122,10 @@ def _bridge_slots(
 
 def bridging_names(walk: Walk, anchors: Sequence[str]) -> list[str]:
     """The walk's entity seeds that the question names (the seed's words are, or are part
-    of, an anchor) and that bridge: the entity has a relation to another entity or a page
-    titled with its name. Where there is none, the walk has nothing to hop from but
-    similar passages, and it should not lead (:func:`query.fusion.fuse`'s ``lead``)."""
+    of, an anchor) and that bridge: the entity has a page titled with its name, or it has a
+    relation to another entity and is specific (its name stands in at most
+    ``BRIDGE_MAX_CHUNKS`` passages). Where there is none, the walk has nothing to hop from
+    but similar passages, and it should not lead (:func:`query.fusion.fuse`'s ``lead``)."""
     graph = walk.graph
     if graph is None:
         return []
@@ -130,6 +137,7 @@ def bridging_names(walk: Walk, anchors: Sequence[str]) -> list[str]:
             continue
         neighbours = graph.adjacency[seed.node].indices
         paged = any(normalize_surface(s) in graph.pages for s in (seed.name, seed.surface))
-        if paged or bool((neighbours < graph.n_entities).any()):
+        related = bool((neighbours < graph.n_entities).any())
+        if paged or (related and seed.weight * BRIDGE_MAX_CHUNKS >= 1.0):
             found.append(seed.name)
     return found

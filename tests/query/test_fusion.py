@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from query.fusion import RRF_K, ArmHit, fuse
+from query.fusion import CONFIRMED, KEPT, RRF_K, ArmHit, fuse
 
 IDS = [f"c{i:03d}" for i in range(200)]
 
@@ -78,10 +78,50 @@ def test_the_leading_arm_keeps_its_places_and_fusion_its_share(d, lx, w, ratio, 
                weights={"walk": weight}, lead="walk", lead_ratio=ratio)  # fmt: skip
     place = {f.row: i for i, f in enumerate(led, start=1)}
     plain = [f.row for f in fuse(dense, lexical, chunk_ids=IDS, k=40, n_eligible=40)]
+    # Plain fusion's top row, where both chunk arms rank it in their top CONFIRMED,
+    # keeps the first place (one place more for the walk's rows).
+    confirmed = plain[0] in d[:CONFIRMED] and plain[0] in lx[:CONFIRMED]
+    if confirmed:
+        assert place[plain[0]] == 1
     for j in range(1, 11):
-        assert all(place[h.row] <= j + j / ratio for h in walk[:j])
+        assert all(place[h.row] <= j + j / ratio + confirmed for h in walk[:j])
         assert all(place[row] <= j * (ratio + 1) for row in plain[:j])
     assert sorted(place) == sorted({*d[:25], *lx[:25], *w[:20]})
+
+
+def test_a_top_row_both_chunk_arms_confirm_keeps_first_place_where_another_arm_leads():
+    dense, walk = _arm([5, 1, 2, 3]), _arm([7, 8, 9])
+    led = fuse(dense, _arm([5, 2, 1]), chunk_ids=IDS, k=5, n_eligible=100,
+               extra={"walk": walk}, weights={"walk": 8.0}, lead="walk", lead_ratio=4)  # fmt: skip
+    assert [f.row for f in led] == [5, 7, 8, 9, 1]
+    # Confirmed by one chunk arm only (BM25 ranks it third): the walk's rows go first.
+    led = fuse(dense, _arm([2, 1, 5]), chunk_ids=IDS, k=5, n_eligible=100,
+               extra={"walk": walk}, weights={"walk": 8.0}, lead="walk", lead_ratio=4)  # fmt: skip
+    assert [f.row for f in led][:3] == [7, 8, 9]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.permutations(list(range(40))),
+    st.permutations(list(range(40))),
+    st.permutations(list(range(40))),
+    st.sampled_from([1.0, 2.0, 8.0, 100.0]),
+)
+def test_a_weighted_arm_that_does_not_lead_keeps_plain_fusions_top_places(d, lx, w, weight):
+    """Issue 57: a question wrongly sent to the walk (which weighs in without leading)
+    keeps plain fusion's top KEPT rows: the c-th no later than the weighted order's c-th,
+    so its top row stays first, whatever the walk's weight."""
+    dense, lexical, walk = _arm(d[:25]), _arm(lx[:25]), _arm(w[:20])
+    mixed = fuse(dense, lexical, chunk_ids=IDS, k=40, n_eligible=40, extra={"walk": walk},
+                 weights={"walk": weight})  # fmt: skip
+    place = {f.row: i for i, f in enumerate(mixed, start=1)}
+    plain = [f.row for f in fuse(dense, lexical, chunk_ids=IDS, k=40, n_eligible=40)]
+    assert place[plain[0]] == 1
+    for c in range(1, KEPT + 1):
+        assert place[plain[c - 1]] <= 2 * c - 1
+    # Below the kept places, the weighted order is the total order by score.
+    rest = [f for f in mixed if f.row not in plain[:KEPT]]
+    assert rest == sorted(rest, key=lambda f: -f.score)
 
 
 def test_without_a_leading_arm_ranked_the_order_is_the_total_order():

@@ -12,6 +12,7 @@ from query.graph import MAX_SEED_CHUNKS, Walk, entity_seeds, graph_arm, text_spr
 from query.knowledge import KnowledgeLayer, Surface
 from query.lexical import LexicalIndex
 from query.router import route
+from query.slots import BRIDGE_MAX_CHUNKS, bridging_names
 from store.config import LexicalConfig
 from transforms.lexical import build_bm25
 
@@ -218,10 +219,28 @@ def test_a_weighted_knowledge_arm_adds_to_the_fused_score():
     scores = {f.row: f.score for f in fused}
     assert scores[1] == pytest.approx(1 / 62 + 2 / 62, abs=1e-6)
     assert scores[2] == pytest.approx(2 / 61, abs=1e-6)
-    assert [f.row for f in fused] == [1, 2, 0]
+    # By score: 1, 2, 0; but plain fusion's top two rows (0, 1) keep their places against
+    # an arm that does not lead (issue 57), so its top row 0 stays first.
+    assert [f.row for f in fused] == [0, 1, 2]
     with pytest.raises(ValueError, match="walk"):
         fuse(dense, [], chunk_ids=["a", "b", "c"], k=1, n_eligible=3, extra={"walk": walk},
              weights={"walk": -1.0})  # fmt: skip
+
+
+def test_a_named_seed_bridges_by_a_relation_only_when_it_is_specific():
+    """Issue 57: the walk leads where it bridges from a thing the question names. A name
+    with a relation but no page bridges only when it stands in at most BRIDGE_MAX_CHUNKS
+    passages: a term standing in dozens (SciFact's acronyms) names a topic."""
+    question = "Who was the first president of the Omega Society?"
+    layer = _layer()
+    walk = graph_arm(layer, _graph(layer), question, [ArmHit(0, 1, 0.3)], 10)
+    assert bridging_names(walk, ["Omega Society"]) == ["Omega Society"]
+    crowd = [f"x{i}" for i in range(BRIDGE_MAX_CHUNKS)]
+    wide = _layer([ENTITIES[0], ("Omega Society", ["c1", "c2", *crowd]), *ENTITIES[2:]])
+    walk = graph_arm(wide, _graph(wide, chunks=CHUNKS + crowd), question, [ArmHit(0, 1, 0.3)], 10)
+    seed = next(s for s in walk.seeds if s.name == "Omega Society")
+    assert seed.weight < 1 / BRIDGE_MAX_CHUNKS
+    assert bridging_names(walk, ["Omega Society"]) == []
 
 
 KNOWLEDGE = frozenset({"dense", "lexical", "relations", "communities", "graph", "walk"})
