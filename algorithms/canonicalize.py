@@ -109,14 +109,20 @@ def _dominant_expansions(acronyms: Iterable[tuple[str, str]]) -> dict[str, str]:
     return dominant
 
 
-def _deletion_keys(norm: str) -> Iterable[str]:
-    words = norm.split(" ")
-    for i, word in enumerate(words):
-        if len(word) < _MIN_VARIANT_WORD or not word.isalpha():
-            continue
-        before, after = " ".join(words[:i]), " ".join(words[i + 1 :])
-        for variant in {word, *(word[:j] + word[j + 1 :] for j in range(len(word)))}:
-            yield f"{len(words)}|{i}|{before}|{variant}|{after}"
+def _variant_contexts(
+    norms: Sequence[str],
+) -> dict[tuple[int, int, str, str], list[tuple[str, str]]]:
+    """``(word count, position, words before, words after)`` -> ``(name, word)`` for
+    every name with a candidate word (digit-free, at least five letters) there."""
+    contexts: dict[tuple[int, int, str, str], list[tuple[str, str]]] = defaultdict(list)
+    for norm in norms:
+        words = norm.split(" ")
+        for i, word in enumerate(words):
+            if len(word) < _MIN_VARIANT_WORD or not word.isalpha():
+                continue
+            context = (len(words), i, " ".join(words[:i]), " ".join(words[i + 1 :]))
+            contexts[context].append((norm, word))
+    return contexts
 
 
 def _one_edit_apart(a: str, b: str) -> bool:
@@ -130,19 +136,30 @@ def _one_edit_apart(a: str, b: str) -> bool:
 
 
 def _variant_pairs(norms: Sequence[str], max_block: int) -> list[tuple[str, str]]:
-    blocks: dict[str, list[str]] = defaultdict(list)
-    for norm in norms:
-        for key in _deletion_keys(norm):
-            blocks[key].append(norm)
+    """Candidate spelling-variant pairs: names that differ in one word only, by one
+    edit, blocked by one-deletion keys of that word (a block over ``max_block`` names
+    is skipped).
+
+    Names are grouped by the context of the word first (the other words and the
+    position): a pair shares its context, so a context that one name alone has can give
+    no pair and its deletion keys are never made (most names of several words). The
+    blocks, and so the pairs, are those of keys made for every name.
+    """
     pairs = set()
-    for members in blocks.values():
-        if len(members) < 2 or len(members) > max_block:
+    for entries in _variant_contexts(norms).values():
+        words = dict(entries)
+        if len(words) < 2:
             continue
-        for a, b in itertools.combinations(sorted(set(members)), 2):
-            wa, wb = a.split(" "), b.split(" ")
-            diff = [(x, y) for x, y in zip(wa, wb, strict=True) if x != y]
-            if len(diff) == 1 and _one_edit_apart(*diff[0]):
-                pairs.add((a, b))
+        blocks: dict[str, list[str]] = defaultdict(list)
+        for norm, word in entries:
+            for variant in {word, *(word[:j] + word[j + 1 :] for j in range(len(word)))}:
+                blocks[variant].append(norm)
+        for members in blocks.values():
+            if len(members) < 2 or len(members) > max_block:
+                continue
+            for a, b in itertools.combinations(sorted(set(members)), 2):
+                if _one_edit_apart(words[a], words[b]):
+                    pairs.add((a, b))
     return sorted(pairs)
 
 

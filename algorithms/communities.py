@@ -8,11 +8,16 @@ entities and key relations as sentences, and points to representative chunks;
 
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from typing import Literal, Protocol
 
-import networkx as nx
-
-from algorithms.graph import entity_graph, internal_edges, louvain_levels, weighted_degree
+from algorithms.graph import (
+    Adjacency,
+    adjacency,
+    community_levels,
+    internal_edges,
+    weighted_degree,
+    weighted_edges,
+)
 from algorithms.summaries import COOCCURRENCE
 from schemas import Community, Relation, stable_id
 
@@ -23,6 +28,8 @@ class CommunitySettings(Protocol):
 
     @property
     def louvain_resolution(self) -> float: ...
+    @property
+    def community_engine(self) -> Literal["python-louvain", "leiden"]: ...
     @property
     def min_community_size(self) -> int: ...
     @property
@@ -45,7 +52,7 @@ def _ranked(scores: Mapping[str, float], names: Mapping[str, str]) -> list[str]:
 
 def _report(
     members: list[str],
-    graph: nx.Graph,
+    graph: Adjacency,
     internal: list[Relation],
     names: Mapping[str, str],
     config: CommunitySettings,
@@ -92,11 +99,15 @@ def detect_communities(
     Args:
         relations: canonical relations (entity objects become edges).
         names: entity id -> canonical name.
-        config: report sizes and Louvain resolution.
-        seed: Louvain's random state.
+        config: report sizes, Louvain resolution and the community engine.
+        seed: the engine's random state.
     """
-    graph = entity_graph(relations)
-    levels = louvain_levels(graph, seed=seed, resolution=config.louvain_resolution)
+    edges = weighted_edges(relations)
+    levels = community_levels(
+        edges, engine=config.community_engine, seed=seed, resolution=config.louvain_resolution
+    )
+    graph = adjacency(edges)
+    del edges
     by_pair: dict[tuple[str, str], list[Relation]] = defaultdict(list)
     for r in relations:
         if r.object_id is not None:

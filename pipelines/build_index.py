@@ -209,6 +209,7 @@ def config_from_options(opts: EvidexBuildOptions) -> BuildConfig:
             enabled=opts.knowledge,
             recluster_share=opts.recluster_share,
             surface_vectors=opts.surface_vectors,
+            community_engine=opts.community_engine,
         ),
         ann=AnnConfig(partition_min_rows=opts.ann_partition_min_rows),
         lexical=LexicalConfig(context_chunks=opts.lexical_context),
@@ -838,7 +839,8 @@ def staged_knowledge_state(
 def _incremental_knowledge(manifest: Manifest, config: BuildConfig) -> KnowledgeState | None:
     """The parent's knowledge state when a refresh may update its knowledge layer: it has
     one (with a state), built with the same spaCy pipeline and knowledge settings (the
-    re-clustering threshold aside)."""
+    re-clustering threshold and the community engine aside: both act only when communities
+    are clustered again)."""
     state = manifest.knowledge_state
     if not config.knowledge.enabled or state is None:
         return None
@@ -846,9 +848,9 @@ def _incremental_knowledge(manifest: Manifest, config: BuildConfig) -> Knowledge
     needed += [bundles.RELATION_INDEX, bundles.COMMUNITY_INDEX]
     if any(name not in manifest.files for name in needed):
         return None
-    settings = config.knowledge.model_dump(mode="json", exclude={"recluster_share"})
-    theirs = dict(manifest.config.get("knowledge", {}))
-    theirs.pop("recluster_share", None)
+    ignored = {"recluster_share", "community_engine"}
+    settings = config.knowledge.model_dump(mode="json", exclude=ignored)
+    theirs = {k: v for k, v in manifest.config.get("knowledge", {}).items() if k not in ignored}
     same_parser = manifest.config.get("spacy_pipeline") == config.spacy_pipeline
     return state if theirs == settings and same_parser else None
 

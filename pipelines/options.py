@@ -150,6 +150,15 @@ def add_build_arguments(parser: Any, *, skip: frozenset[str] = frozenset()) -> N
         "(default 0.1; compaction always clusters again)",
     )
     add(
+        "--community_engine",
+        default="leiden",
+        choices=("leiden", "python-louvain"),
+        help="community detection engine: 'leiden' (Louvain levels by leidenalg's C++ "
+        "local moving, one connected component or pack of small ones at a time) or "
+        "'python-louvain' (the reference); same modularity within 0.01, see "
+        "docs/benchmarks.md (default leiden)",
+    )
+    add(
         "--query_encoder_artifact",
         default=True,
         type=on_unless_false,

@@ -141,6 +141,9 @@ def _sample(action: argparse.Action, parameter: dict[str, Any]) -> tuple[str, An
         return "auto", "auto"
     if any("true|false" in r for r in parameter.get("regexes", [])):
         return "false", action.type("false") if action.type else "false"
+    if action.choices:  # the last choice: not the default, where the default comes first
+        choice = list(action.choices)[-1]
+        return choice, choice
     return "sample-value", action.type("sample-value") if action.type else "sample-value"
 
 

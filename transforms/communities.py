@@ -1,5 +1,9 @@
 """Communities stage: relations -> ``Community`` rows (one global step; the graph,
-Louvain and the extractive reports are in ``algorithms.communities``).
+the community engine and the extractive reports are in ``algorithms.communities``).
+
+With the default engine (``KnowledgeConfig.community_engine`` ``leiden``) the graph is
+clustered one connected component (or pack of small ones) at a time in igraph, not as
+one networkx graph (``algorithms.leiden``).
 """
 
 import logging
@@ -38,7 +42,9 @@ class DetectCommunities(beam.PTransform):
     Example:
         >>> communities = {"relations": r, "names": n} | DetectCommunities(seed=17)
 
-    Memory bound: the entity graph (every relation with an entity object) on one worker.
+    Memory bound: every relation on one worker, plus the entity graph as a plain
+    adjacency (about 150 bytes an edge) and, with ``leiden``, one part of it at a time
+    in igraph (a few machine words an edge); ``python-louvain`` holds it in networkx.
     """
 
     def __init__(self, *, config: KnowledgeConfig | None = None, seed: int) -> None:

@@ -63,3 +63,25 @@ def test_alias_norms_normalize_each_new_string_once_and_keep_codes_across_opens(
     norms.limit = 4  # past the limit it starts afresh, and what it returns stays right
     codes, labels, _ = norms.codes(pa.array(["Rhine", "Danube"]))
     assert [labels[c] for c in codes] == [normalize_surface("Rhine"), normalize_surface("Danube")]
+
+
+def test_a_settled_pandas_probe_keeps_pandas_out_until_it_is_needed():
+    """query.lean: after the probe, Arrow conversions import no pandas; to_pandas still
+    works (pyarrow imports pandas when it is required, not only asked about)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from query.lean import settle_pandas_probe\n"
+        "assert settle_pandas_probe()\n"
+        "import pyarrow as pa, pyarrow.compute as pc\n"
+        "values = pa.array(['b', 'a'])\n"
+        "assert pc.is_in(values, value_set=pa.array(['a'])).to_pylist() == [False, True]\n"
+        "assert 'pandas' not in sys.modules\n"
+        "frame = pa.table({'x': values}).to_pandas()\n"
+        "assert list(frame['x']) == ['b', 'a'] and 'pandas' in sys.modules\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

@@ -1,0 +1,265 @@
+"""The knowledge layer at scale: every knowledge step, its tables and its readers over a
+synthetic workload fitted to SciFact (``benchmarks.knowledge_workload``), per corpus size.
+
+Usage::
+
+    python -m benchmarks.knowledge_scale --docs 10000 100000 --json OUT [--work DIR]
+
+For each size the steps run one after the other, each in its own process (a worker):
+``generate`` (the workload's extraction rows, written as one segment's ``extraction/``
+tables), ``canonicalize`` (``algorithms.canonicalize.canonicalize``, then the mentions
+and entities tables), ``relations`` (``algorithms.summaries.aggregate_relations``, the
+relations table and its HNSW file), ``communities`` (``algorithms.communities.
+detect_communities`` with the configured engine, the communities table and its HNSW
+file), ``open`` (``query.knowledge.load_knowledge`` on the written generation, cold) and
+``window`` (one new document: the stream committer's in-memory update,
+``transforms.knowledge_update.apply_update``, then the reader's reopen of the new
+generation). Each step reports its wall time, the peak RSS of its process (and of any
+process it started) and the bytes it wrote. The steps (``benchmarks.knowledge_steps``)
+call the same functions the Beam transforms (``transforms/canonicalize.py``,
+``summaries.py``, ``communities.py``) call on their gathered inputs and the same table
+writers; the Beam pipeline of
+``pipelines/knowledge.py`` itself starts from spaCy over chunk text, which a synthetic
+workload does not have.
+
+No embedding model is loaded anywhere. Relation and community vectors are off
+(``surface_vectors`` false, the default), and canonicalization's spelling-variant merge,
+which compares names with the MiniLM name encoder in the product, gets
+:class:`HashNameEncoder` instead: fixed unit vectors from a hash of each name. That
+encoder exists only in this benchmark; its vectors almost never reach the merge
+threshold, so the variant merge costs what it costs (blocking, comparisons) and merges
+what an unrelated pair of names would.
+
+``--json OUT`` writes one JSON object per size (a list), with ``window_update_s``,
+``window_bytes_written``, ``reader_reopen_s``, ``peak_rss_mb`` (the largest of any step's
+process) and ``steps`` (per step: ``wall_s``, ``peak_rss_mb``, ``bytes_written`` and the
+step's own figures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from benchmarks.knowledge_steps import (
+    DIMENSION,
+    GENERATION,
+    SEGMENT,
+    HashNameEncoder,
+    bytes_under,
+    peak_rss_mb,
+    step_canonicalize,
+    step_communities,
+    step_generate,
+    step_relations,
+)
+
+__all__ = ["HashNameEncoder", "main", "reopen", "run_size", "window_update"]
+
+STEPS = ("generate", "canonicalize", "relations", "communities", "open", "window")
+WINDOW = "window"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
+
+
+def knowledge_config(engine: str | None = None) -> Any:
+    """The default ``KnowledgeConfig``, with ``engine`` as its community engine if given."""
+    from store.config import KnowledgeConfig
+
+    if engine is None:
+        return KnowledgeConfig()
+    return KnowledgeConfig(community_engine=engine)
+
+
+def window_update(
+    work: str, rows: dict[str, list[Any]], unchanged: Sequence[str], *, seed: int, config: Any
+) -> tuple[float, int]:
+    """One window's knowledge update, as the stream committer runs it
+    (``pipelines.commit``: the window's extraction, then ``apply_update``), into
+    ``work/window``; returns ``(seconds, bytes written)``."""
+    import transforms.knowledge_update as update
+    from store.config import AnnConfig
+    from transforms.segments import write_extraction
+
+    staging = os.path.join(work, WINDOW)
+    shutil.rmtree(staging, ignore_errors=True)
+    os.makedirs(staging)
+    real = update.NameEncoder
+    update.NameEncoder = HashNameEncoder  # type: ignore[misc,assignment]  # no model here
+    started = time.perf_counter()
+    try:
+        _ = list(write_extraction(staging, rows))
+        update.apply_update(
+            rows,
+            unchanged,
+            parent=os.path.join(work, GENERATION),
+            segments=[os.path.join(work, SEGMENT)],
+            staging=staging,
+            model="benchmark-hash-encoder",
+            config=config,
+            changed_since=0.0,
+            seed=seed,
+            dimension=DIMENSION,
+            ann=AnnConfig(),
+            embed=lambda texts: np.ones((len(texts), DIMENSION), np.float32) / DIMENSION**0.5,
+        )
+    finally:
+        update.NameEncoder = real  # type: ignore[misc]
+    return time.perf_counter() - started, bytes_under(staging)
+
+
+def reopen(path: str) -> tuple[Any, float]:
+    """The knowledge layer at ``path`` as a reader opens it, and the seconds it took."""
+    from query.knowledge import load_knowledge
+
+    started = time.perf_counter()
+    layer = load_knowledge(path)
+    return layer, time.perf_counter() - started
+
+
+def step_open(work: str) -> dict[str, Any]:
+    """A cold reader's open of the generation's knowledge layer."""
+    layer, seconds = reopen(os.path.join(work, GENERATION))
+    return {"open_s": round(seconds, 3), "entities": len(layer.entity_ids)}
+
+
+def step_window(work: str, config: Any, seed: int) -> dict[str, Any]:
+    """One new document's knowledge update and the reader's reopen of its generation
+    (the reader already holds the parent's, as a server or stream reader does)."""
+    from benchmarks.knowledge_steps import read_window
+
+    rows, unchanged = read_window(work)
+    _, parent_open = reopen(os.path.join(work, GENERATION))
+    seconds, written = window_update(work, rows, unchanged, seed=seed, config=config)
+    _, reopen_s = reopen(os.path.join(work, WINDOW))
+    return {
+        "parent_open_s": round(parent_open, 3),
+        "window_update_s": round(seconds, 3),
+        "window_bytes_written": written,
+        "reader_reopen_s": round(reopen_s, 3),
+        "window_mentions": sum(len(b) for b in rows["mentions"]),
+    }
+
+
+def _run_step(step: str, work: str, docs: int, seed: int, engine: str | None) -> dict[str, Any]:
+    """Run ``step`` in its own process; its figures plus wall time, peak RSS, bytes."""
+    out = os.path.join(work, "steps", f"{step}.json")
+    argv = [sys.executable, "-m", "benchmarks.knowledge_scale", "--step", step, "--work", work]
+    argv += ["--docs", str(docs), "--seed", str(seed)] + (["--engine", engine] if engine else [])
+    before = bytes_under(work)
+    started = time.perf_counter()
+    process = subprocess.Popen(argv, cwd=ROOT)
+    _, status, _ = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - started
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"step {step} at {docs} documents failed ({status})")
+    with open(out) as handle:
+        figures = json.load(handle)
+    figures.update(
+        wall_s=round(wall, 2),
+        bytes_written=max(0, bytes_under(work) - before - os.path.getsize(out)),
+    )
+    return figures
+
+
+def run_size(docs: int, work: str, *, seed: int, engine: str | None) -> dict[str, Any]:
+    """Every step at ``docs`` documents; the size's JSON object."""
+    os.makedirs(os.path.join(work, "steps"), exist_ok=True)
+    steps: dict[str, Any] = {}
+    for number, step in enumerate(STEPS, 1):
+        print(
+            f"[{docs:,} docs] step {number}/{len(STEPS)}: {step} ...", file=sys.stderr, flush=True
+        )
+        steps[step] = _run_step(step, work, docs, seed, engine)
+        print(
+            f"[{docs:,} docs] {step}: {steps[step]['wall_s']} s, "
+            f"{steps[step]['peak_rss_mb']} MB peak RSS",
+            file=sys.stderr,
+            flush=True,
+        )
+    window = steps["window"]
+    return {
+        "docs": docs,
+        "seed": seed,
+        "load_average": list(os.getloadavg()),
+        "window_update_s": window["window_update_s"],
+        "window_bytes_written": window["window_bytes_written"],
+        "reader_reopen_s": window["reader_reopen_s"],
+        "reader_open_s": steps["open"]["open_s"],
+        "peak_rss_mb": max(s["peak_rss_mb"] for s in steps.values()),
+        "workload": steps["generate"].get("workload", {}),
+        "steps": steps,
+    }
+
+
+def _table(results: Sequence[dict[str, Any]]) -> str:
+    lines = [f"{'docs':>9} {'step':<13} {'wall s':>8} {'peak MB':>8} {'written MB':>10}"]
+    for result in results:
+        for step, s in result["steps"].items():
+            mb, rss = s["bytes_written"] / 1e6, s["peak_rss_mb"]
+            lines.append(f"{result['docs']:>9,} {step:<13} {s['wall_s']:>8} {rss:>8} {mb:>10.1f}")
+        lines.append(
+            f"{result['docs']:>9,} window: update {result['window_update_s']} s, "
+            f"{result['window_bytes_written'] / 1e6:.1f} MB written, "
+            f"reopen {result['reader_reopen_s']} s"
+        )
+    return "\n".join(lines)
+
+
+def _step_main(args: argparse.Namespace) -> None:
+    config = knowledge_config(args.engine)
+    runners = {
+        "generate": lambda: step_generate(args.work, args.docs[0], args.seed),
+        "canonicalize": lambda: step_canonicalize(args.work, config),
+        "relations": lambda: step_relations(args.work),
+        "communities": lambda: step_communities(args.work, config, args.seed),
+        "open": lambda: step_open(args.work),
+        "window": lambda: step_window(args.work, config, args.seed),
+    }
+    figures = runners[args.step]()
+    figures["peak_rss_mb"] = peak_rss_mb()
+    with open(os.path.join(args.work, "steps", f"{args.step}.json"), "w") as handle:
+        json.dump(figures, handle)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI entry point; returns the exit status."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--docs", type=int, nargs="+", default=[10_000])
+    parser.add_argument("--json", help="write the per-size JSON objects (a list) here")
+    parser.add_argument("--work", help="scratch folder (default: a temporary one, removed)")
+    parser.add_argument("--seed", type=int, default=17)
+    parser.add_argument("--engine", help="community engine (default: the configured one)")
+    parser.add_argument("--step", choices=STEPS, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.step:
+        _step_main(args)
+        return 0
+    results = []
+    root = args.work or tempfile.mkdtemp(prefix="knowledge-scale-")
+    try:
+        for docs in args.docs:
+            work = os.path.join(root, str(docs))
+            shutil.rmtree(work, ignore_errors=True)
+            results.append(run_size(docs, work, seed=args.seed, engine=args.engine))
+            if args.json:
+                with open(args.json, "w") as handle:
+                    json.dump(results, handle, indent=2)
+    finally:
+        if not args.work:
+            shutil.rmtree(root, ignore_errors=True)
+    print(_table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
