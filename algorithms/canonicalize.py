@@ -191,8 +191,15 @@ def _entity(members: list[MentionRef], classes: Counter) -> Entity:
         aliases=[surface for surface, _ in aliases],
         alias_counts=[count for _, count in aliases],
         chunk_ids=sorted({m.chunk_id for m in members}),
-        alias_norms=[normalize_surface(surface) for surface, _ in aliases],
+        alias_norms=_alias_norms([surface for surface, _ in aliases], members),
     )
+
+
+def _alias_norms(aliases: Sequence[str], members: Sequence[MentionRef]) -> list[str]:
+    """Each alias's ``normalize_surface``: a member's own norm where its text is the alias
+    as written (the same input, so the same form), computed otherwise."""
+    known = {m.text: m.norm for m in members}
+    return [known[a] if a in known else normalize_surface(a) for a in aliases]
 
 
 def canonicalize(
@@ -344,5 +351,5 @@ def refreshed_entity(entity: Entity, members: Sequence[MentionRef]) -> Entity:
         aliases=[surface for surface, _ in aliases],
         alias_counts=[count for _, count in aliases],
         chunk_ids=sorted({m.chunk_id for m in members}),
-        alias_norms=[normalize_surface(surface) for surface, _ in aliases],
+        alias_norms=_alias_norms([surface for surface, _ in aliases], members),
     )
