@@ -5,9 +5,12 @@ An anchor is a quoted phrase, a version or number-bearing token (``3.11``,
 not start the sentence (``Black Sea``), or a token shaped like an identifier, even in
 lower case: a call (``name()``), a dotted name (``json.dumps``), an option (``--flag``),
 ``snake_case``, ``camelCase``, ``CONSTANT_NAME``, ``libtasn1``, a file name or extension
-(``setup.cfg``, ``.toml``), a number with a unit (``500 MB``). Rules only;
-deterministic. (Terms that are anchors by rarity, absent from the corpus, come from
-:mod:`query.vocabulary`, which knows the bundle.)
+(``setup.cfg``, ``.toml``), a number with a unit (``500 MB``), and a word presented
+as an argument, constant, method, attribute or flag of a named module or object, even
+a common word (``dance`` in "the dance=True argument of subprocess.run", ``fortnight``
+in "the fortnight constant in datetime"). Rules only; deterministic. (Terms that are
+anchors by rarity, absent from the corpus, come from :mod:`query.vocabulary`, which
+knows the bundle.)
 """
 
 import re
@@ -35,6 +38,27 @@ _SHAPE = re.compile(
     r"|\b[a-z]{2,}\d+[a-z0-9]*\b"  # letters then digits: libtasn1, sha256
     rf"|\b[\w-]+\.(?i:{_EXTENSIONS})\b|(?<![\w.])\.(?i:{_EXTENSIONS})\b"  # files, .ext
     rf"|\b\d+(?:\.\d+)?\s?(?:%|(?i:{_UNITS})\b)",  # a number with a unit
+)
+# A word presented as a named module's argument, constant, method, attribute or flag
+# is an anchor even when it is a common word: "the dance=True argument of
+# subprocess.run", "the fortnight constant in datetime".
+_KEYWORD_ARGUMENT = re.compile(r"(?<![\w.=-])([A-Za-z_]\w*)=(?!=)")
+_ROLES = (
+    r"arguments?|args?|parameters?|params?|keywords?|kwargs?|options?|flags?|switch(?:es)?"
+    r"|constants?|attributes?|attrs?|methods?|functions?|propert(?:y|ies)|fields?|members?"
+)
+_OWNER = r"[A-Za-z_][\w.]*(?:\(\))?"
+_ROLE_OF = re.compile(
+    rf"\b(?:the|a|an)\s+[`'\"]?([A-Za-z_][\w-]*)[`'\"]?\s+(?i:{_ROLES})\s+"
+    rf"(?:of|in|from|on)\s+(?:the\s+)?[`'\"]?{_OWNER}"
+)
+# Words that describe a role rather than name it ("the first argument of print").
+_DESCRIPTIVE = frozenset(
+    """
+    first second third last next previous same other new old optional required positional
+    keyword default main only following given named extra additional special each every
+    this that which what its their your my our any some single multiple corresponding
+    """.split()  # noqa: SIM905 - a word list reads better as text
 )
 _IGNORED = frozenset(
     {
@@ -64,11 +88,19 @@ _IGNORED = frozenset(
 def find_anchors(query: str) -> list[str]:
     """Anchors in order of appearance, without duplicates (case-insensitive)."""
     found: list[tuple[int, str]] = []
-    patterns = ((_QUOTED, 1), (_SHAPE, 0), (_VERSION, 0), (_ACRONYM, 0), (_NAME, 1))
+    patterns = (
+        (_QUOTED, 1),
+        (_SHAPE, 0),
+        (_VERSION, 0),
+        (_ACRONYM, 0),
+        (_NAME, 1),
+        (_KEYWORD_ARGUMENT, 1),
+        (_ROLE_OF, 1),
+    )
     for pattern, group in patterns:
         for match in pattern.finditer(query):
             text = match.group(group).strip()
-            if text and text not in _IGNORED:
+            if text and text not in _IGNORED and text.lower() not in _DESCRIPTIVE:
                 found.append((match.start(group), text))
     anchors: list[str] = []
     seen: set[str] = set()

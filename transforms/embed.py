@@ -7,7 +7,9 @@ are L2-normalized.
 Batches are formed deterministically: texts are grouped by length bucket,
 sorted by (length, key) and cut into batches of at most ``batch_size`` texts and
 at most ``batch_chars`` characters once padded to their longest text, which are
-then spread across workers. A float computation depends on the shapes it runs
+then spread across workers, each with the number of texts the step embeds (a count
+of the distinct texts, so progress lines give a share done and time left). A float
+computation depends on the shapes it runs
 in, so the same input always meeting the model in the same batches is what makes
 two builds of the same corpus byte-identical; it also keeps padding small. The
 character budget is for speed: on two cores MiniLM embeds 100-token texts
@@ -18,7 +20,7 @@ full 64 (docs/benchmarks.md, "Batches by padded length").
 import hashlib
 import logging
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import apache_beam as beam
 import numpy as np
@@ -31,7 +33,7 @@ from apache_beam.ml.inference.base import (
 
 from schemas import DeadLetter, EmbeddedChunk
 from store.config import DEFAULT_EMBED_BATCH, DEFAULT_EMBED_CHARS
-from transforms.progress import Progress
+from transforms.progress import Progress, is_global
 from transforms.tags import BAD, GOOD, typed
 
 logger = logging.getLogger(__name__)
@@ -74,10 +76,12 @@ class SentenceTransformerHandler(ModelHandler[tuple[str, str], PredictionResult,
 
     def run_inference(
         self,
-        batch: Sequence[tuple[str, str]],
+        batch: "Sequence[tuple[str, str]] | TextBatch",
         model: Any,
         inference_args: dict[str, Any] | None = None,
     ) -> Iterable[PredictionResult]:
+        total = batch.total if isinstance(batch, TextBatch) else None
+        batch = batch.pairs if isinstance(batch, TextBatch) else batch
         for pair in batch:
             if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[1], str)):
                 raise TypeError(f"expected (key, text) pairs, got {type(pair).__name__}")
@@ -91,7 +95,7 @@ class SentenceTransformerHandler(ModelHandler[tuple[str, str], PredictionResult,
             ),
             dtype=np.float32,
         )
-        self._progress.add(len(batch))
+        self._progress.add(len(batch), total=total)
         self._embedded.inc(len(batch))
         return [
             PredictionResult(key, vector) for (key, _), vector in zip(batch, vectors, strict=True)
@@ -99,6 +103,18 @@ class SentenceTransformerHandler(ModelHandler[tuple[str, str], PredictionResult,
 
     def get_metrics_namespace(self) -> str:
         return "evidex_embed"
+
+
+class TextBatch(NamedTuple):
+    """One batch of ``(key, text)`` pairs and how many texts the whole step embeds
+    (for the progress line only: the pairs alone decide the vectors)."""
+
+    pairs: list[tuple[str, str]]
+    total: int
+
+
+def _with_total(pairs: list[tuple[str, str]], total: int) -> TextBatch:
+    return TextBatch(pairs, total)
 
 
 _BUCKET_CHARS = 200
@@ -150,6 +166,7 @@ def _join(item: tuple[str, dict[str, list[Any]]]) -> Iterator[Any]:
 def _failed_inference(failure: Any) -> Iterator[tuple[str, tuple[str, str]]]:
     """``(failed batch, error)`` from RunInference's DLQ -> ``(text key, (type, message))``."""
     batch, error = failure[0], failure[1]
+    batch = batch.pairs if isinstance(batch, TextBatch) else batch
     if isinstance(error, tuple) and len(error) >= 2:  # Beam's (type, repr, traceback) form
         error_type, message = getattr(error[0], "__name__", str(error[0])), str(error[1])
     else:
@@ -235,8 +252,15 @@ class EmbedTexts(beam.PTransform):
             >> beam.FlatMap(
                 length_batches, batch_size=self._batch_size, batch_chars=self._batch_chars
             )
-            | "SpreadBatches" >> beam.Reshuffle()
         )
+        if is_global(pairs):
+            # How many texts this step embeds, so its progress lines have a total (a
+            # windowed stream has no such total: its lines give the rate).
+            total = pairs | "CountTexts" >> beam.combiners.Count.Globally()
+            batches = batches | "WithTotal" >> beam.Map(
+                _with_total, total=beam.pvalue.AsSingleton(total)
+            )
+        batches = batches | "SpreadBatches" >> beam.Reshuffle()
         inferred, dlq = (
             batches | "EmbedTexts" >> RunInference(self._handler).with_exception_handling()
         )

@@ -23,7 +23,7 @@ from algorithms.extract import Lemmatize, extract_from_doc
 from algorithms.normalize import normalize_surface
 from schemas import Chunk, DeadLetter, Mention, Statement
 from transforms.offload import SplitRunner
-from transforms.progress import Progress
+from transforms.progress import Progress, is_global
 from transforms.tags import BAD, typed
 
 logger = logging.getLogger(__name__)
@@ -193,7 +193,7 @@ class _ExtractFn(beam.DoFn):
         if self._runner is not None:
             self._runner.close()
 
-    def process(self, chunks: list[Chunk]) -> Iterator[Any]:
+    def process(self, chunks: list[Chunk], total: int | None = None) -> Iterator[Any]:
         if self._holder is None or self._runner is None:
             raise RuntimeError("_ExtractFn.setup() was not called")
         (nlp, lemmatize), size = self._holder.parser, self._batch_size
@@ -226,7 +226,7 @@ class _ExtractFn(beam.DoFn):
         if acronyms:
             yield TaggedOutput(ACRONYMS, acronyms)
         if self._progress is not None:
-            self._progress.add(len(ordered))
+            self._progress.add(len(ordered), total=total)
 
 
 class ExtractKnowledge(beam.PTransform):
@@ -274,12 +274,16 @@ class ExtractKnowledge(beam.PTransform):
         )
 
     def expand(self, chunks: beam.PCollection) -> Any:
+        side: dict[str, Any] = {}
+        if is_global(chunks):  # the chunks in all, for progress lines with a total
+            count = chunks | "CountChunks" >> beam.combiners.Count.Globally()
+            side["total"] = beam.pvalue.AsSingleton(count)
         out = (
             chunks
             | "BatchChunks"
             >> beam.BatchElements(min_batch_size=self._batch_size, max_batch_size=self._batch_size)
             | "ParseChunks"
-            >> beam.ParDo(self._fn).with_outputs(STATEMENTS, ACRONYMS, BAD, main=MENTIONS)
+            >> beam.ParDo(self._fn, **side).with_outputs(STATEMENTS, ACRONYMS, BAD, main=MENTIONS)
         )
         return {
             MENTIONS: typed(out[MENTIONS], list[Mention]),

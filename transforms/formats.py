@@ -1,4 +1,4 @@
-"""Text extraction for rich formats: HTML (boilerplate and markup removed) and PDF
+"""Text extraction for rich formats: HTML (main content only, markup removed) and PDF
 (text layer, page offsets kept). Pure functions; errors are :class:`IngestError`.
 """
 
@@ -6,23 +6,12 @@ import io
 from typing import Any
 
 from schemas import normalize_text
+from transforms.html_content import main_content_shingles, prune_boilerplate
 from transforms.ingest_errors import IngestError
 
 HTML_SUFFIXES = (".html", ".htm")
 PDF_SUFFIXES = (".pdf",)
-_BOILERPLATE = (
-    "script",
-    "style",
-    "noscript",
-    "nav",
-    "header",
-    "footer",
-    "aside",
-    "form",
-    "template",
-    "svg",
-    "iframe",
-)
+_HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 _BLOCKS = (
     "p",
     "div",
@@ -45,7 +34,11 @@ _BLOCKS = (
 
 
 def html_to_text(data: bytes) -> tuple[str, str]:
-    """HTML bytes -> (title, text): headings as ``#`` lines, blocks as paragraphs.
+    """HTML bytes -> (title, text) of the page's main content: headings as ``#`` lines,
+    blocks as paragraphs, code fenced, tables as ``| a | b |`` rows.
+
+    Menus, breadcrumbs and link bars are removed first
+    (:func:`transforms.html_content.prune_boilerplate`), whatever elements hold them.
 
     Raises:
         IngestError: the page has no readable text.
@@ -53,13 +46,12 @@ def html_to_text(data: bytes) -> tuple[str, str]:
     from bs4 import BeautifulSoup
 
     soup = BeautifulSoup(data, "html.parser")
-    for tag in soup(list(_BOILERPLATE)):
-        tag.decompose()
     title_tag = soup.find("title")
     title = title_tag.get_text(" ", strip=True) if title_tag else ""
     if title_tag:
         title_tag.decompose()
     body = soup.body or soup
+    prune_boilerplate(body, main_content_shingles(data))
     kept = _keep_structured_blocks(body)
     found_headings: list[str] = []
     for level in range(1, 7):
@@ -104,6 +96,7 @@ def _keep_structured_blocks(body: Any) -> dict[str, str]:
     rows, so the chunker keeps both whole (see :func:`algorithms.chunk.blocks`).
     """
     kept: dict[str, str] = {}
+    _unwrap_layout_tables(body)
     for i, table in enumerate(body.find_all("table")):
         if table.find_parent("table") is not None:
             continue  # nested tables are flattened into their outer table's cells
@@ -127,6 +120,25 @@ def _keep_structured_blocks(body: Any) -> dict[str, str]:
         kept[key] = "```\n" + "\n".join(lines).replace("```", "` ` `") + "\n```"
         element.replace_with(f"\n\n{key}\n\n" if any(lines) else "\n\n")
     return kept
+
+
+_TABLE_PARTS = ("thead", "tbody", "tfoot", "tr", "td", "th")
+
+
+def _unwrap_layout_tables(body: Any) -> None:
+    """Turn tables that lay out a page into plain blocks.
+
+    A table holding another table, a heading or a ``<pre>`` arranges blocks rather
+    than tabulating values (generated manuals put the whole page, or a code
+    listing beside its line numbers, in one); its rows and cells become ``div``s,
+    so their headings, code and paragraphs keep their own structure.
+    """
+    layout = [t for t in body.find_all("table") if t.find(["table", "pre", *_HEADINGS])]
+    for table in layout:
+        for part in table.find_all(list(_TABLE_PARTS)):
+            if part.find_parent("table") is table:
+                part.name = "div"
+        table.name = "div"
 
 
 def pdf_to_text(data: bytes) -> tuple[str, str, dict[str, Any]]:
