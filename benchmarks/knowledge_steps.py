@@ -79,6 +79,16 @@ def _read_rows(path: str, row_type: Any) -> list[Any]:
     return [row_type(*values) for values in zip(*columns, strict=True)]
 
 
+def _entity_names(generation: str) -> dict[str, str]:
+    """entity id -> name, from the generation's entities table."""
+    import pyarrow.parquet as pq
+
+    entities = pq.read_table(
+        os.path.join(generation, "entities.parquet"), columns=["entity_id", "name"]
+    )
+    return dict(zip(entities["entity_id"].to_pylist(), entities["name"].to_pylist(), strict=True))
+
+
 @contextlib.contextmanager
 def _timed(figures: dict[str, float], name: str) -> Iterator[None]:
     started = time.perf_counter()
@@ -184,12 +194,7 @@ def step_relations(work: str) -> dict[str, Any]:
         assignment = dict(
             zip(mentions["mention_id"].to_pylist(), mentions["entity_id"].to_pylist(), strict=True)
         )
-        entities = pq.read_table(
-            os.path.join(generation, "entities.parquet"), columns=["entity_id", "name"]
-        )
-        names = dict(
-            zip(entities["entity_id"].to_pylist(), entities["name"].to_pylist(), strict=True)
-        )
+        names = _entity_names(generation)
     with _timed(figures, "aggregate_s"):
         relations = aggregate_relations(statements, assignment, names)
     with _timed(figures, "write_s"):
@@ -205,7 +210,6 @@ def step_relations(work: str) -> dict[str, Any]:
 
 def step_communities(work: str, config: Any, seed: int) -> dict[str, Any]:
     """Detect communities over every relation; write the communities table."""
-    import pyarrow.parquet as pq
 
     from algorithms.communities import detect_communities
     from schemas import Relation
@@ -214,12 +218,7 @@ def step_communities(work: str, config: Any, seed: int) -> dict[str, Any]:
     figures: dict[str, Any] = {"engine": getattr(config, "community_engine", "python-louvain")}
     with _timed(figures, "read_s"):
         relations = _read_rows(os.path.join(generation, "relations.parquet"), Relation)
-        entities = pq.read_table(
-            os.path.join(generation, "entities.parquet"), columns=["entity_id", "name"]
-        )
-        names = dict(
-            zip(entities["entity_id"].to_pylist(), entities["name"].to_pylist(), strict=True)
-        )
+        names = _entity_names(generation)
     with _timed(figures, "detect_s"):
         communities = detect_communities(relations, names, config=config, seed=seed)
     with _timed(figures, "write_s"):

@@ -113,10 +113,6 @@ class TextBatch(NamedTuple):
     total: int
 
 
-def _with_total(pairs: list[tuple[str, str]], total: int) -> TextBatch:
-    return TextBatch(pairs, total)
-
-
 _BUCKET_CHARS = 200
 _MAX_BUCKET = 9
 
@@ -258,7 +254,7 @@ class EmbedTexts(beam.PTransform):
             # windowed stream has no such total: its lines give the rate).
             total = pairs | "CountTexts" >> beam.combiners.Count.Globally()
             batches = batches | "WithTotal" >> beam.Map(
-                _with_total, total=beam.pvalue.AsSingleton(total)
+                TextBatch, total=beam.pvalue.AsSingleton(total)
             )
         batches = batches | "SpreadBatches" >> beam.Reshuffle()
         inferred, dlq = (
