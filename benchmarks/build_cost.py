@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 import pyarrow.parquet as pq
 
-from store import bundles
+from store import bundles, knowledge_layers
 from store.config import DEFAULT_EMBED_BATCH, DEFAULT_EMBED_CHARS
 from store.models import force_offline, load_sentence_transformer, resolve_model
 from transforms.embed import length_batches, length_bucket, text_key
@@ -47,9 +47,8 @@ def embedded_texts(path: str) -> dict[str, list[str]]:
         ("relation summaries", bundles.RELATIONS, "summary"),
         ("community reports", bundles.COMMUNITIES, "report"),
     ):
-        file = os.path.join(path, filename)
-        if os.path.exists(file):
-            table = pq.read_table(file, columns=[column, "embedding"]).to_pandas()
+        if knowledge_layers.has_table(path, filename):
+            table = knowledge_layers.read_table(path, filename, [column, "embedding"]).to_pandas()
             texts[surface] = sorted(set(table.loc[table["embedding"].notna(), column]))
     return texts
 

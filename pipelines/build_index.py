@@ -39,7 +39,7 @@ from pipelines.options import add_build_arguments
 from pipelines.segment import write_segments
 from schemas import DEAD_LETTER_SCHEMA, register_coders
 from schemas.manifest import KnowledgeState, Manifest, ModelFingerprint
-from store import bundles, manifests, storage
+from store import bundles, knowledge_layers, manifests, storage
 from store.activation import read_active
 from store.config import (
     STDLIB_CORPUS,
@@ -208,6 +208,7 @@ def config_from_options(opts: EvidexBuildOptions) -> BuildConfig:
         knowledge=KnowledgeConfig(
             enabled=opts.knowledge,
             recluster_share=opts.recluster_share,
+            fold_share=opts.fold_share,
             surface_vectors=opts.surface_vectors,
             community_engine=opts.community_engine,
         ),
@@ -836,6 +837,13 @@ def staged_knowledge_state(
     )
 
 
+def _listed(manifest: Manifest, table: str) -> bool:
+    """Whether the manifest lists knowledge table ``table``, whole or as a base and a
+    delta (:mod:`store.knowledge_layers`)."""
+    whole, *layered = knowledge_layers.table_files(table)
+    return whole in manifest.files or (bool(layered) and all(n in manifest.files for n in layered))
+
+
 def _incremental_knowledge(manifest: Manifest, config: BuildConfig) -> KnowledgeState | None:
     """The parent's knowledge state when a refresh may update its knowledge layer: it has
     one (with a state), built with the same spaCy pipeline and knowledge settings (the
@@ -845,10 +853,13 @@ def _incremental_knowledge(manifest: Manifest, config: BuildConfig) -> Knowledge
     if not config.knowledge.enabled or state is None:
         return None
     needed = [bundles.TABLES[t] for t in bundles.KNOWLEDGE_TABLES]
-    needed += [bundles.RELATION_INDEX, bundles.COMMUNITY_INDEX]
-    if any(name not in manifest.files for name in needed):
+    if any(not _listed(manifest, name) for name in needed):
         return None
-    ignored = {"recluster_share", "community_engine"}
+    if any(
+        name not in manifest.files for name in (bundles.RELATION_INDEX, bundles.COMMUNITY_INDEX)
+    ):
+        return None
+    ignored = {"recluster_share", "community_engine", "fold_share"}
     settings = config.knowledge.model_dump(mode="json", exclude=ignored)
     theirs = {k: v for k, v in manifest.config.get("knowledge", {}).items() if k not in ignored}
     same_parser = manifest.config.get("spacy_pipeline") == config.spacy_pipeline

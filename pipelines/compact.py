@@ -34,7 +34,7 @@ from pipelines.knowledge import KNOWLEDGE_COUNTER, assemble_knowledge
 from pipelines.segment import write_segments
 from schemas import Chunk, register_coders
 from schemas.manifest import KnowledgeState, Manifest
-from store import bundles, manifests, storage
+from store import bundles, knowledge_layers, manifests, storage
 from store.activation import read_active
 from store.config import BuildConfig
 from store.models import force_offline, resolve_model
@@ -42,6 +42,7 @@ from store.segments import Segment, live_revisions, open_segments
 from store.staging import discard, heartbeat
 from transforms.segments import DOCUMENTS, ReadExtraction, ReadLiveRows, WriteExtraction
 from transforms.tags import typed
+from transforms.write import write_parquet
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +57,17 @@ KNOWLEDGE_FILES = (
     bundles.RELATION_INDEX,
     bundles.COMMUNITY_INDEX,
 )
+
+
+def _keep_knowledge(path: str, staging: str) -> None:
+    """The parent's knowledge tables and HNSW files in ``staging``: each as it is (a
+    hard link on a local root), a table held as a base and a delta written whole
+    (:mod:`store.knowledge_layers`): compaction folds what windows layered."""
+    for name in KNOWLEDGE_FILES:
+        if knowledge_layers.is_layered(path, name):
+            write_parquet(knowledge_layers.read_table(path, name), storage.join(staging, name))
+        elif storage.exists(storage.join(path, name)):
+            storage.reuse_file(storage.join(path, name), storage.join(staging, name))
 
 
 def _sizes(manifest: Manifest) -> tuple[dict[str, int], set[str]]:
@@ -255,10 +267,8 @@ def run(
                 tiered=bool(kept_refs),
                 parts=1 if kept_refs else _build_parts(manifest),
             )
-            if kept_refs:  # the generation-level knowledge tables, as they are
-                for name in KNOWLEDGE_FILES:
-                    if storage.exists(storage.join(path, name)):
-                        storage.reuse_file(storage.join(path, name), storage.join(staging, name))
+            if kept_refs:  # the generation-level knowledge tables, folded
+                _keep_knowledge(path, staging)
             query_encoder = reuse_encoder(path, staging, manifest.model)
             try:
                 result = pipeline.run()

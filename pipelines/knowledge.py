@@ -20,7 +20,7 @@ from schemas import (
     Mention,
     Statement,
 )
-from store import bundles, storage
+from store import bundles, knowledge_layers, storage
 from store.config import BuildConfig
 from transforms.ann import BuildAnnIndexes, keys_and_vectors
 from transforms.canonicalize import ASSIGNMENT, ENTITIES, NAMES, CanonicalizeEntities
@@ -167,14 +167,18 @@ def assemble_knowledge(
     } | "DetectCommunities" >> DetectCommunities(config=knowledge, seed=config.seed)
 
     known = None
-    if parent_path and storage.exists(join(parent_path, bundles.RELATIONS)):
+    if parent_path and knowledge_layers.has_table(parent_path, bundles.RELATIONS):
+        # A text's vector is the same wherever it was read: a layered table's base and
+        # delta both give vectors to reuse (its removed-ids file holds none).
         known = [
             pipeline
-            | f"Known{name}" >> ReadKnownVectors(join(parent_path, filename), text_column=column)
-            for name, filename, column in (
+            | f"Known{name}{i}" >> ReadKnownVectors(join(parent_path, filename), text_column=column)
+            for name, table, column in (
                 ("Relations", bundles.RELATIONS, "summary"),
                 ("Communities", bundles.COMMUNITIES, "report"),
             )
+            for i, filename in enumerate(knowledge_layers.table_files(table)[:3])
+            if storage.exists(join(parent_path, filename))
         ] | "KnownVectors" >> beam.Flatten()
     floor = knowledge.summary_floor
     reports = knowledge.surface_vectors
@@ -301,6 +305,7 @@ def _assemble_update(
         dimension=dimension,
         floor=knowledge.summary_floor,
         ann=config.ann,
+        fold_share=knowledge.fold_share,
     )
     failures = {
         EXTRACT_STAGE: extract_failures,

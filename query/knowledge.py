@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from algorithms.normalize import normalize_surface
 from query.columns import ArrowSequence, Grouped, list_items
@@ -29,9 +28,9 @@ from store.bundles import (
     RELATION_INDEX,
     RELATIONS,
     numbers,
-    read_parquet,
 )
 from store.config import SEARCH_EXPANSION
+from store.knowledge_layers import has_table, read_table, table_schema
 
 Visible = Callable[[Sequence[str]], bool]
 # Predicates whose object is a single value: two different objects for one subject contradict.
@@ -141,7 +140,7 @@ def _surface(path: str, table: str, index_file: str, id_col: str, text_col: str)
     from usearch.index import Index
 
     chunk_col = "evidence_chunk_ids" if table == COMMUNITIES else "chunk_ids"
-    data = read_parquet(os.path.join(path, table), columns=[id_col, text_col, chunk_col, "ann_key"])
+    data = read_table(path, table, [id_col, text_col, chunk_col, "ann_key"])
     index = None
     if os.path.exists(os.path.join(path, index_file)):
         index = Index.restore(os.path.join(path, index_file), view=True)
@@ -253,17 +252,16 @@ def load_knowledge(path: str) -> KnowledgeLayer | None:
     Raises:
         ValueError: a relation's subject is not one of the entities.
     """
-    if not os.path.exists(os.path.join(path, ENTITIES)):
+    if not has_table(path, ENTITIES):
         return None
-    entity_file = pq.ParquetFile(os.path.join(path, ENTITIES))
-    stored = "alias_norms" in entity_file.schema_arrow.names
-    entities = entity_file.read(
-        columns=["entity_id", "name", "chunk_ids", "alias_norms" if stored else "aliases"]
+    stored = "alias_norms" in table_schema(path, ENTITIES).names
+    entities = read_table(
+        path, ENTITIES, ["entity_id", "name", "chunk_ids", "alias_norms" if stored else "aliases"]
     )
     entity_ids = entities.column("entity_id").combine_chunks()
     relations = _surface(path, RELATIONS, RELATION_INDEX, "relation_id", "summary")
     columns = ["subject_id", "object_id", "predicate", "object_text", "category", "support"]
-    meta = read_parquet(os.path.join(path, RELATIONS), columns=[*columns, "confidence"])
+    meta = read_table(path, RELATIONS, [*columns, "confidence"])
     subjects = _entity_rows(meta.column("subject_id"), entity_ids)
     if len(subjects) and subjects.min() < 0:
         missing = meta.column("subject_id")[int(np.argmin(subjects))].as_py()

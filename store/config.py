@@ -214,6 +214,14 @@ class KnowledgeConfig(_Frozen):
         description="a refresh keeps the communities it inherits until this share of the "
         "entities has had an edge added or removed since they were clustered",
     )
+    fold_share: float = Field(
+        0.1,
+        gt=0,
+        le=1,
+        description="a refresh or stream window writes its mentions, entities and relations "
+        "as its parent's base and the change since it (store/knowledge_layers.py) until the "
+        "change passes this share of the base's rows; then it writes the tables whole",
+    )
     surface_vectors: bool = Field(
         False,
         description="embed relation summaries and community reports (the router's "

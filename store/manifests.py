@@ -23,7 +23,7 @@ from schemas.manifest import (
     QueryEncoderInfo,
     SegmentRef,
 )
-from store import __version__, storage
+from store import __version__, knowledge_layers, storage
 from store.bundles import (
     DOCUMENTS,
     FAILURES_DIR,
@@ -95,6 +95,10 @@ def write_manifest(
         for name, filename in TABLES.items()
         if any(os.path.exists(os.path.join(staging, f, filename)) for f in {"", *folders})
     }
+    for name, filename in TABLES.items():
+        if knowledge_layers.is_layered(staging, filename):
+            key = knowledge_layers.ID_COLUMNS[filename]
+            row_counts[name] = knowledge_layers.read_table(staging, filename, [key]).num_rows
     dead = {
         rel.split("/", 1)[1].removesuffix(".parquet"): pq.ParquetFile(
             os.path.join(staging, rel)

@@ -37,7 +37,6 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.utils.shared import Shared
 
@@ -61,7 +60,7 @@ from schemas import (
     Relation,
     Statement,
 )
-from store import bundles, storage, table_cache
+from store import bundles, knowledge_layers, storage, table_cache
 from store.config import AnnConfig, KnowledgeConfig
 from store.segments import EXTRACTED_STATEMENTS
 from store.sorted_columns import Scalars, increasing
@@ -91,12 +90,10 @@ class KnowledgeUpdate(NamedTuple):
     reclustered: bool
 
 
-def _read(path: str, columns: list[str] | None = None) -> pa.Table:
-    def load() -> pa.Table:
-        with FileSystems.open(path) as handle:
-            return pq.read_table(pa.BufferReader(handle.read()), columns=columns)
-
-    return table_cache.read(path, columns, load)  # a stream's last window wrote it
+def _read(generation: str, name: str, columns: list[str] | None = None) -> pa.Table:
+    """A knowledge table of a generation, whole or folded from its base and delta (a
+    stream's last window wrote it: :mod:`store.table_cache`)."""
+    return knowledge_layers.read_table(generation, name, columns)
 
 
 def _write_table(table: pa.Table, path: str) -> None:
@@ -136,27 +133,6 @@ class _Lookup(Mapping[str, Any]):
     def whole(self) -> dict[str, Any]:
         """Every pair as a dict, read in one go (for work that visits every id)."""
         return dict(zip(self._ids.to_pylist(), self._values.to_pylist(), strict=True))
-
-
-def _merged(kept: pa.Table, added: pa.Table, key: str) -> pa.Table:
-    """``kept`` (the parent's rows, sorted by ``key``) and ``added`` (a few rows) as one
-    table sorted by ``key``: the added rows are put in place between slices of the kept
-    ones, instead of sorting every row again (a window adds tens of rows to hundreds of
-    thousands). Sorts everything when ``kept`` is not sorted."""
-    if not added.num_rows:
-        return kept
-    ids = kept[key].combine_chunks()
-    if not increasing(ids):
-        return pa.concat_tables([kept, added]).sort_by(key)
-    added = added.sort_by(key)
-    keys = Scalars(ids)
-    pieces, start = [], 0
-    for row, value in enumerate(added[key].to_pylist()):
-        at = bisect.bisect_left(keys, value, lo=start)
-        pieces += [kept.slice(start, at - start), added.slice(row, 1)]
-        start = at
-    pieces.append(kept.slice(start))
-    return pa.concat_tables(pieces).combine_chunks()
 
 
 def _with_alias_norms(entities: pa.Table) -> pa.Table:
@@ -228,7 +204,7 @@ class _UpdateFn(beam.DoFn):
         acronyms = sorted((row[-2], row[-1]) for row in batched_rows(gathered["acronyms"]))
 
         # Mentions: the parent's of unchanged documents stay; the new ones are linked.
-        parent_mentions = _read(join(self._parent, bundles.MENTIONS))
+        parent_mentions = _read(self._parent, bundles.MENTIONS)
         live_mask = pc.is_in(parent_mentions["doc_id"], value_set=unchanged)
         live_mentions = parent_mentions.filter(live_mask)
         gone_mentions = parent_mentions.filter(pc.invert(live_mask))
@@ -250,7 +226,7 @@ class _UpdateFn(beam.DoFn):
             counts[unit] += 1
             owner.setdefault(unit, entity_id)
         known = {unit: KnownUnit(owner[unit], n) for unit, n in counts.items()}
-        parent_entities = _with_alias_norms(_read(join(self._parent, bundles.ENTITIES)))
+        parent_entities = _with_alias_norms(_read(self._parent, bundles.ENTITIES))
         refs = [MentionRef(m.mention_id, m.text, m.label, m.norm, m.chunk_id) for m in new_mentions]
         linked = link_mentions(
             known,
@@ -262,12 +238,18 @@ class _UpdateFn(beam.DoFn):
             entity_ids=_Lookup.of(parent_entities, "entity_id", "entity_id").keys(),
         )
         new_mentions = [m._replace(entity_id=linked.assignment[m.mention_id]) for m in new_mentions]
-        mentions = _merged(
-            live_mentions.cast(MENTION_SCHEMA),
-            records_table(new_mentions, MENTION_SCHEMA),
-            "mention_id",
+        added_mentions = records_table(new_mentions, MENTION_SCHEMA)
+        writes.append(
+            pool.submit(
+                self._write_change,
+                bundles.MENTIONS,
+                added_mentions,
+                gone_mentions["mention_id"].to_pylist(),
+                lambda: knowledge_layers.merged(
+                    live_mentions.cast(MENTION_SCHEMA), added_mentions, "mention_id"
+                ),
+            )
         )
-        writes.append(pool.submit(_write_table, mentions, join(self._staging, bundles.MENTIONS)))
 
         # Entities: touched ones recomputed from their live mentions, empty ones removed.
         new_ids = {e.entity_id for e in linked.entities}
@@ -291,18 +273,27 @@ class _UpdateFn(beam.DoFn):
             if members[e.entity_id]
         ]
         removed_entities = touched - {e.entity_id for e in refreshed}
-        entities = _merged(
+        added_entities = records_table([*refreshed, *linked.entities], ENTITY_SCHEMA)
+        entities = knowledge_layers.merged(
             parent_entities.filter(pc.invert(touched_mask)).cast(ENTITY_SCHEMA),
-            records_table([*refreshed, *linked.entities], ENTITY_SCHEMA),
+            added_entities,
             "entity_id",
         )
-        writes.append(pool.submit(_write_table, entities, join(self._staging, bundles.ENTITIES)))
+        writes.append(
+            pool.submit(
+                self._write_change,
+                bundles.ENTITIES,
+                added_entities,
+                sorted(removed_entities),
+                lambda: entities,
+            )
+        )
         names = _Lookup.of(entities, "entity_id", "name")
 
         # Relations: the touched keys are aggregated again from their live statements.
         # The parent's relation table is read once, vectors included: the vectors say
         # which summaries need no embedding.
-        parent_relations = _read(join(self._parent, bundles.RELATIONS))
+        parent_relations = _read(self._parent, bundles.RELATIONS)
         docs = parent_relations["sentence_doc_ids"]
         flat_docs = pc.list_flatten(docs)
         owners = pc.list_parent_indices(docs)
@@ -325,7 +316,7 @@ class _UpdateFn(beam.DoFn):
         )
         kept_statements: list[Statement] = []
         for segment in self._segments:
-            table = _read(join(segment, EXTRACTED_STATEMENTS))
+            table = knowledge_layers.read_file(join(segment, EXTRACTED_STATEMENTS))
             table = table.filter(
                 pc.and_(
                     pc.is_in(table["chunk_id"], value_set=wanted_chunks),
@@ -411,12 +402,26 @@ class _UpdateFn(beam.DoFn):
             # Kept communities keep their reports, whose vectors the parent holds.
             reports = set(communities["report"].to_pylist())
             reused |= _embedded(
-                _read(join(self._parent, bundles.COMMUNITIES), ["report", "embedding"]),
+                _read(self._parent, bundles.COMMUNITIES, ["report", "embedding"]),
                 "report",
                 reports,
             )
         for text in sorted((summaries | reports) - reused):
             yield beam.pvalue.TaggedOutput("texts", text)
+
+    def _write_change(self, name: str, upserts: pa.Table, removed: list[str], whole: Any) -> None:
+        """Table ``name`` of the new generation: the parent's base and the delta since it,
+        or the table ``whole()`` once the delta is too large (:mod:`store.knowledge_layers`)."""
+        knowledge_layers.write_change(
+            self._staging,
+            name,
+            self._parent,
+            upserts=upserts,
+            removed=removed,
+            whole=whole,
+            write=_write_table,
+            fold_share=self._config.fold_share,
+        )
 
     def _clustered(
         self,
@@ -456,7 +461,7 @@ class _UpdateFn(beam.DoFn):
                 pa.array([r.relation_id for r in relations], type=pa.string()),
             ]
         )
-        parent = _read(storage.join(self._parent, bundles.COMMUNITIES))
+        parent = _read(self._parent, bundles.COMMUNITIES)
         return cut_communities(
             parent.drop_columns(["ann_key", "embedding"]).cast(COMMUNITY_SCHEMA),
             entity_ids=entities["entity_id"].combine_chunks(),
@@ -469,7 +474,9 @@ class _UpdateFn(beam.DoFn):
         """Ids of the chunks of the unchanged documents, from every parent segment."""
         live = []
         for segment in self._segments:
-            table = _read(storage.join(segment, bundles.CHUNKS), ["chunk_id", "doc_id"])
+            table = knowledge_layers.read_file(
+                storage.join(segment, bundles.CHUNKS), ["chunk_id", "doc_id"]
+            )
             table = table.filter(pc.is_in(table["doc_id"], value_set=unchanged))
             live.append(table["chunk_id"].combine_chunks())
         return pa.concat_arrays(live) if live else pa.array([], type=pa.string())
@@ -584,13 +591,21 @@ class _WriteSurfacesFn(beam.DoFn):
     HNSW files in ``staging``."""
 
     def __init__(
-        self, *, parent: str, staging: str, dimension: int, floor: float, ann: AnnConfig
+        self,
+        *,
+        parent: str,
+        staging: str,
+        dimension: int,
+        floor: float,
+        ann: AnnConfig,
+        fold_share: float = knowledge_layers.FOLD_SHARE,
     ) -> None:
         self._parent = parent
         self._staging = staging
         self._dimension = dimension
         self._floor = floor
         self._ann = ann
+        self._fold_share = fold_share
 
     def process(self, gathered: dict[str, list[Any]]) -> Iterator[tuple[str, int]]:
         update: KnowledgeUpdate = single(gathered["update"], None)
@@ -611,7 +626,7 @@ class _WriteSurfacesFn(beam.DoFn):
     def _relations(self, update: KnowledgeUpdate, vector: Any, scratch: str) -> Iterator[Any]:
         """The parent's relation rows less the removed ones, plus the recomputed ones."""
         join = storage.join
-        parent_relations = _read(join(self._parent, bundles.RELATIONS))
+        parent_relations = _read(self._parent, bundles.RELATIONS)
         removed = pa.array(update.removed_relations, type=pa.string())
         removed_mask = pc.is_in(parent_relations["relation_id"], value_set=removed)
         stay = parent_relations.filter(pc.invert(removed_mask))
@@ -624,14 +639,23 @@ class _WriteSurfacesFn(beam.DoFn):
         fresh = vector_rows_table(
             pairs, RELATION_SCHEMA, self._dimension, row_id=lambda r: r.relation_id
         )
-        relations = _merged(stay.cast(fresh.schema), fresh, "relation_id")
+        recomputed = set(fresh["relation_id"].to_pylist())
+        knowledge_layers.write_change(
+            self._staging,
+            bundles.RELATIONS,
+            self._parent,
+            upserts=fresh,
+            removed=[r for r in update.removed_relations if r not in recomputed],
+            whole=lambda: knowledge_layers.merged(stay.cast(fresh.schema), fresh, "relation_id"),
+            write=_write_table,
+            fold_share=self._fold_share,
+        )
         gone = parent_relations.filter(removed_mask)
         gone_keys = gone.filter(pc.is_valid(gone["embedding"]))["ann_key"].to_numpy()
         added = keys_and_vectors(
             [(r.relation_id, v) for r, v in pairs if v is not None], self._dimension
         )
         remaining = stay.filter(pc.is_valid(stay["embedding"]))["ann_key"].to_numpy()
-        yield from self._write(bundles.RELATIONS, relations)
         index = _updated_index(
             join(self._parent, bundles.RELATION_INDEX), scratch, gone_keys, added, remaining
         )
@@ -650,7 +674,7 @@ class _WriteSurfacesFn(beam.DoFn):
     ) -> Iterator[Any]:
         """The update's communities: a report the parent embedded keeps its vector."""
         join = storage.join
-        parent_communities = _read(join(self._parent, bundles.COMMUNITIES))
+        parent_communities = _read(self._parent, bundles.COMMUNITIES)
         ids = kept["community_id"].to_pylist()
         reports = kept["report"].to_pylist()
         by_report = _vector_lookup(parent_communities, "report", set(reports))
@@ -688,11 +712,23 @@ class WriteSurfaces(beam.PTransform):
     """
 
     def __init__(
-        self, *, parent: str, staging: str, dimension: int, floor: float, ann: AnnConfig
+        self,
+        *,
+        parent: str,
+        staging: str,
+        dimension: int,
+        floor: float,
+        ann: AnnConfig,
+        fold_share: float = knowledge_layers.FOLD_SHARE,
     ) -> None:
         super().__init__()
         self._fn = _WriteSurfacesFn(
-            parent=parent, staging=staging, dimension=dimension, floor=floor, ann=ann
+            parent=parent,
+            staging=staging,
+            dimension=dimension,
+            floor=floor,
+            ann=ann,
+            fold_share=fold_share,
         )
 
     def expand(self, inputs: Any) -> beam.PCollection:
@@ -748,7 +784,12 @@ def apply_update(
             updates.append(out)
     vectors: Any = np.asarray(embed(texts), dtype=np.float32) if texts else []
     surfaces = _WriteSurfacesFn(
-        parent=parent, staging=staging, dimension=dimension, floor=config.summary_floor, ann=ann
+        parent=parent,
+        staging=staging,
+        dimension=dimension,
+        floor=config.summary_floor,
+        ann=ann,
+        fold_share=config.fold_share,
     )
     keyed = [(text_key(t), v) for t, v in zip(texts, vectors, strict=True)]
     for _ in surfaces.process({"update": updates, "vectors": keyed}):

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict
 
-from store import table_cache
+from store import knowledge_layers
 from store.activation import validation_state
 from store.bundles import (
     CHUNK_INDEX,
@@ -400,7 +400,7 @@ def _baseline(
     if not parent_id:
         return None
     where = locate(parent_id)
-    if not os.path.isfile(os.path.join(where, ENTITIES)):
+    if not knowledge_layers.has_table(where, ENTITIES):
         return None
     if not (validation_state(where) or {}).get("passed"):
         return None
@@ -473,7 +473,7 @@ def _table_checks(
         checks += [
             c.model_copy(update={"name": f"{folder}:{c.name}"}) if folder else c for c in found
         ]
-    if os.path.exists(os.path.join(path, ENTITIES)):
+    if knowledge_layers.has_table(path, ENTITIES):
         live, live_keys = _live_rows(segments)
         baseline = _baseline(*parent, live, live_keys) if parent else None
         counted["compared_with"] = baseline.bundle_id if baseline else None
@@ -506,23 +506,29 @@ def _knowledge_table(
 ) -> tuple[pa.Table, np.ndarray | None, bool]:
     """A knowledge table, per row whether it changed since the baseline's, and whether
     every id of the baseline's table is still in it."""
-    rows = _whole_table(os.path.join(path, table))
+    rows = knowledge_layers.read_table(path, table)
     if baseline is None:
         return rows, None, False
-    where = os.path.join(baseline.path, table)
-    if not os.path.isfile(where):
+    if not knowledge_layers.has_table(baseline.path, table):
         return rows, None, False
-    if os.path.samefile(where, os.path.join(path, table)):  # kept as it was (hard link)
+    if _same_files(baseline.path, path, table):  # kept as it was (hard links)
         return rows, np.zeros(rows.num_rows, dtype=bool), True
-    parent = _whole_table(where)
+    parent = knowledge_layers.read_table(baseline.path, table)
     changed, kept = increments.compared(rows, parent, id_column)
     return rows, changed, kept
 
 
-def _whole_table(path: str) -> pa.Table:
-    """A whole knowledge table; a stream keeps what its last validation read, as the
-    baseline of the next (:mod:`store.table_cache`)."""
-    return table_cache.read(path, None, lambda: pq.read_table(path))
+def _same_files(parent: str, path: str, table: str) -> bool:
+    """Whether the generation at ``path`` holds table ``table`` in the very files of the
+    one at ``parent`` (hard links of them)."""
+    names = [
+        n for n in knowledge_layers.table_files(table) if os.path.exists(os.path.join(path, n))
+    ]
+    return bool(names) and all(
+        os.path.exists(os.path.join(parent, n))
+        and os.path.samefile(os.path.join(parent, n), os.path.join(path, n))
+        for n in names
+    )
 
 
 def _knowledge_checks(
@@ -605,7 +611,9 @@ def _knowledge_checks(
         checks += _run_suite(context, suites_of[name](), frame, name)
         counted[name] = [len(frame), total]
     for table, index in ((RELATIONS, RELATION_INDEX), (COMMUNITIES, COMMUNITY_INDEX)):
-        keys, vectors = knowledge.surface_vectors(join(path, table))
+        keys, vectors = knowledge.surface_vectors(
+            knowledge_layers.read_table(path, table, ["ann_key", "embedding"])
+        )
         if len(keys):
             surface = [
                 c.model_copy(update={"name": c.name.replace("ann.", f"ann.{table.split('.')[0]}.")})

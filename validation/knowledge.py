@@ -19,7 +19,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from great_expectations import expectations as gxe
 
 from algorithms.normalize import normalize_surface
@@ -340,9 +339,10 @@ def communities_suite() -> gx.ExpectationSuite:
     return suite
 
 
-def surface_vectors(path: str) -> tuple[np.ndarray, np.ndarray]:
-    """``(ann_key, embedding)`` of the embedded rows of a relations/communities table."""
-    table = pq.read_table(path, columns=["ann_key", "embedding"]).to_pandas()
+def surface_vectors(rows: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """``(ann_key, embedding)`` of the embedded rows of a relations/communities table
+    (its ``ann_key`` and ``embedding`` columns)."""
+    table = rows.select(["ann_key", "embedding"]).to_pandas()
     table = table[table["embedding"].notna()]
     keys = table["ann_key"].to_numpy().astype(np.uint64)
     if table.empty:

@@ -13,6 +13,7 @@ import pytest
 from algorithms.communities import detect_communities
 from pipelines.build_index import run
 from schemas import Relation
+from store import knowledge_layers
 from store.bundles import bundle_path
 from store.config import DEFAULT_SEED, KnowledgeConfig
 from tests.conftest import validate_and_activate, write_corpus
@@ -26,7 +27,7 @@ EDITED["cards.md"] = PAYMENTS["cards.md"] + " NPCI also runs the FASTag toll pro
 
 def _table(root: str, bundle_id: str, name: str) -> list[dict]:
     """A table's rows without their vectors, sorted by id."""
-    table = pq.read_table(os.path.join(bundle_path(root, bundle_id), f"{name}.parquet"))
+    table = knowledge_layers.read_table(bundle_path(root, bundle_id), f"{name}.parquet")
     if "embedding" in table.column_names:
         table = table.drop_columns(["embedding"])
     return sorted(table.to_pylist(), key=lambda row: row[table.column_names[0]])
@@ -117,7 +118,7 @@ def test_the_parent_hnsw_files_are_updated_in_place_with_the_tables_keys(roots):
             ("relations", "relations.usearch"),
             ("communities", "communities.usearch"),
         ):
-            rows = pq.read_table(os.path.join(path, f"{table}.parquet"))
+            rows = knowledge_layers.read_table(path, f"{table}.parquet")
             keys = {
                 k
                 for k, v in zip(
@@ -170,10 +171,10 @@ def _outcome(report) -> dict[str, bool]:
 
 def _mentions_kept_from(path: str, parent: str) -> pa.Table:
     """The refresh's mention rows equal to a row of its parent (unchanged)."""
-    rows = pq.read_table(os.path.join(path, "mentions.parquet"))
+    rows = knowledge_layers.read_table(path, "mentions.parquet")
     before = {
         tuple(r.values())
-        for r in pq.read_table(os.path.join(parent, "mentions.parquet")).to_pylist()
+        for r in knowledge_layers.read_table(parent, "mentions.parquet").to_pylist()
     }
     return rows.filter(pa.array([tuple(r.values()) in before for r in rows.to_pylist()]))
 
@@ -208,7 +209,7 @@ def test_after_an_addition_only_the_changed_rows_references_are_computed(roots, 
     full = validate_bundle(path, write=False, every_row=True)
     assert not full.references_of_changed_rows_only and _outcome(full) == _outcome(added)
     # A new mention naming no entity fails; the parent's rows are not looked at again.
-    mentions = pq.read_table(os.path.join(path, "mentions.parquet"))
+    mentions = knowledge_layers.read_table(path, "mentions.parquet")
     fresh = pc.invert(
         pc.is_in(
             mentions["mention_id"],
@@ -234,7 +235,7 @@ def test_after_an_addition_only_the_changed_rows_references_are_computed(roots, 
     # An entity of the parent's removed: every row's references are computed again.
     kept = _mentions_kept_from(path, bundle_path(root, "k3"))
     victim = kept["entity_id"][0].as_py()
-    entities = pq.read_table(os.path.join(path, "entities.parquet"))
+    entities = knowledge_layers.read_table(path, "entities.parquet")
     _rewrite_with_checksum(
         path, "entities.parquet", entities.filter(pc.not_equal(entities["entity_id"], victim))
     )
@@ -256,12 +257,12 @@ def test_an_unchanged_row_whose_reference_broke_duplicates_and_bad_new_spans_fai
     assert kept.num_rows
     # An entity that unchanged mentions name is removed: those mentions now fail.
     victim = kept["entity_id"][0].as_py()
-    entities = pq.read_table(os.path.join(path, "entities.parquet"))
+    entities = knowledge_layers.read_table(path, "entities.parquet")
     _rewrite_with_checksum(
         path, "entities.parquet", entities.filter(pc.not_equal(entities["entity_id"], victim))
     )
     # An unchanged mention is listed twice.
-    mentions = pq.read_table(os.path.join(path, "mentions.parquet"))
+    mentions = knowledge_layers.read_table(path, "mentions.parquet")
     fresh = mentions.filter(
         pc.invert(pc.is_in(mentions["mention_id"], value_set=kept["mention_id"]))
     )
@@ -305,3 +306,78 @@ def test_an_addition_keeps_the_parent_communities_byte_for_byte(roots):
     mentions = _table(root, "k4", "mentions")
     assert any("fastag" in m["doc_id"] for m in mentions), {m["doc_id"] for m in mentions}
     assert len(mentions) > len(_table(root, "k3", "mentions"))
+
+
+LAYERED = ("mentions", "entities", "relations")
+
+
+@pytest.fixture(scope="module")
+def layered(roots, tmp_path_factory):
+    """After k4, in a copy of its root: ``k5`` (an edit) and ``k6`` (a deletion and an
+    edit), each written as its parent's base and a delta (``--fold_share=1``); ``k6``
+    again with the default share (its change is past it: written whole) in another copy."""
+    base = tmp_path_factory.mktemp("knowledge-layers")
+    root = str(base / "root")
+    shutil.copytree(roots[0], root)
+    files = {k: v for k, v in EDITED.items() if k != "rbi.md"}
+    files["fastag.md"] = "# FASTag\n\nNPCI runs the FASTag toll programme with member banks."
+    files["upi.md"] += " UPI Lite also works offline on feature phones."
+    corpus = write_corpus(base / "corpus", files)
+    common = ["--input", str(corpus), "--surface_vectors", "--recluster_share=1"]
+    run([*common, "--root", root, "--fold_share=1"], bundle_id="k5")
+    validate_and_activate(root, "k5")
+    (corpus / "fastag.md").unlink()
+    write_corpus(corpus, {"cards.md": files["cards.md"] + " RuPay cards work abroad."})
+    whole_root = str(base / "whole")
+    shutil.copytree(root, whole_root)
+    run([*common, "--root", root, "--fold_share=1"], bundle_id="k6")
+    validate_and_activate(root, "k6")
+    run([*common, "--root", whole_root], bundle_id="k6")
+    validate_and_activate(whole_root, "k6")
+    return root, whole_root
+
+
+@pytest.mark.slow
+def test_windows_write_a_delta_over_their_parents_base(layered):
+    root, whole_root = layered
+    k4, k5, k6 = (bundle_path(root, b) for b in ("k4", "k5", "k6"))
+    for name in LAYERED:
+        table = f"{name}.parquet"
+        base, delta, _ = knowledge_layers.layer_files(table)
+        # k4's table (or its base: a small addition to k3, k4 may be layered by default)
+        # is the base of k5, and of k6 where k6's delta (both changes) stays within the
+        # share: on this tiny corpus the mentions of two edited documents and a deleted
+        # one outnumber the base's, so k6 writes its mentions whole.
+        k4_base = os.path.join(k4, base if knowledge_layers.is_layered(k4, table) else table)
+        assert knowledge_layers.is_layered(k5, table)
+        assert os.path.samefile(k4_base, os.path.join(k5, base))
+        assert knowledge_layers.is_layered(k6, table) == (name != "mentions"), name
+        if name != "mentions":
+            assert os.path.samefile(k4_base, os.path.join(k6, base))
+            rows = pq.ParquetFile(os.path.join(k6, delta)).metadata.num_rows
+            assert 0 < rows < len(_table(root, "k6", name)), name
+        # Past the default share the same window writes the table whole.
+        assert not knowledge_layers.is_layered(bundle_path(whole_root, "k6"), table)
+
+
+@pytest.mark.slow
+def test_a_layered_generation_holds_what_the_whole_one_holds(layered):
+    root, whole_root = layered
+    for name in ("mentions", "entities", "relations", "communities"):
+        assert _table(root, "k6", name) == _table(whole_root, "k6", name), name
+
+
+@pytest.mark.slow
+def test_readers_answer_from_a_layered_generation_as_from_the_whole_one(layered):
+    from query.knowledge import load_knowledge
+
+    root, whole_root = layered
+    layers, whole = (load_knowledge(bundle_path(r, "k6")) for r in (root, whole_root))
+    assert list(layers.entity_ids) == list(whole.entity_ids)
+    assert list(layers.relations.ids) == list(whole.relations.ids)
+    seen = lambda chunks: True  # noqa: E731
+    for anchor in ("UPI", "NPCI", "RuPay"):
+        found = layers.resolve(anchor, seen)
+        assert found and found == whole.resolve(anchor, seen), anchor
+        hops = {"hops": 2, "fan_out": 4, "limit": 20}
+        assert layers.expand(found, seen, **hops) == whole.expand(found, seen, **hops)

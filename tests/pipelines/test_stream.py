@@ -44,13 +44,46 @@ runpy.run_module("pipelines.stream", run_name="__main__", alter_sys=True)
 """
 
 
+# Run the real stream, but stop a window inside its knowledge write: the mentions are
+# written as the parent's base and a delta, the entities' base is linked, then it writes
+# the file named by argv[1] and waits there forever.
+HOLD_IN_KNOWLEDGE_WRITE = """
+import runpy, sys, time
+from pathlib import Path
+from store import knowledge_layers, storage
+
+reached = Path(sys.argv.pop(1))
+real = knowledge_layers.write_change
+
+def held(staging, name, parent, **kwargs):
+    if name == "entities.parquet":
+        base = knowledge_layers.layer_files(name)[0]
+        source = base if knowledge_layers.is_layered(parent, name) else name
+        storage.reuse_file(storage.join(parent, source), storage.join(staging, base))
+        reached.write_text(staging)
+        while True:
+            time.sleep(60)
+    return real(staging, name, parent, **kwargs)
+
+knowledge_layers.write_change = held
+sys.argv[0] = "pipelines.stream"
+runpy.run_module("pipelines.stream", run_name="__main__", alter_sys=True)
+"""
+
+
 def start_stream(
-    watch: Path, root: Path, *extra: str, hold_before_swap: Path | None = None
+    watch: Path,
+    root: Path,
+    *extra: str,
+    hold_before_swap: Path | None = None,
+    hold_in_knowledge: Path | None = None,
 ) -> subprocess.Popen:
     log = open(root.parent / f"stream-{time.monotonic_ns()}.log", "w")  # noqa: SIM115
     launch = ["-m", "pipelines.stream"]
     if hold_before_swap is not None:
         launch = ["-c", HOLD_BEFORE_SWAP, str(hold_before_swap)]
+    if hold_in_knowledge is not None:
+        launch = ["-c", HOLD_IN_KNOWLEDGE_WRITE, str(hold_in_knowledge)]
     return subprocess.Popen(
         [sys.executable, *launch, "--input", str(watch), "--root", str(root),
          "--window", "4s", "--poll", "1s", "--stop_after", "900s", *extra],
@@ -148,6 +181,51 @@ def test_a_killed_stream_restarts_without_losing_or_duplicating(tmp_path):
     finally:
         stream.kill()
         stream.wait()
+
+
+BEES = (
+    "# Bees\n\nHoney bees live in colonies led by a queen. Worker bees collect nectar from "
+    "clover, lavender and apple blossoms, and the colony turns it into honey in the hive. "
+    "Karl von Frisch showed that bees dance to tell each other where flowers are. Beekeepers "
+    "in Slovenia and New Zealand keep the Carniolan bee and the Italian bee."
+)
+
+
+@pytest.mark.slow
+def test_a_stream_killed_inside_a_knowledge_write_restarts_with_its_knowledge(tmp_path):
+    from query.knowledge import load_knowledge
+    from store import knowledge_layers
+
+    watch, root = tmp_path / "in", tmp_path / "root"
+    watch.mkdir()
+    (watch / "owls.md").write_text(DOCS["owls.md"], encoding="utf-8")
+    (watch / "bees.md").write_text(BEES, encoding="utf-8")
+    reached = tmp_path / "knowledge-write-reached"
+    layered = ("--fold_share", "1")  # a tiny corpus: its windows are large changes
+    stream = start_stream(watch, root, *layered, hold_in_knowledge=reached)
+    try:
+        wait_for(root, {"owls.md", "bees.md"})  # the first window builds its knowledge whole
+        first = read_active(str(root))
+        (watch / "rust.md").write_text(DOCS["rust.md"], encoding="utf-8")
+        deadline = time.monotonic() + WAIT
+        while time.monotonic() < deadline and not reached.exists():
+            assert stream.poll() is None, "the stream exited before its knowledge write"
+            time.sleep(0.2)
+        assert reached.exists(), "the stream never reached its knowledge write"
+        stream.send_signal(signal.SIGKILL)
+        stream.wait()
+        assert read_active(str(root)) == first  # the half-written window is not active
+        stream = start_stream(watch, root, *layered)
+        wait_for(root, {"owls.md", "bees.md", "rust.md"})
+    finally:
+        stream.kill()
+        stream.wait()
+    path = bundle_path(str(root), read_active(str(root)))
+    assert knowledge_layers.is_layered(path, "mentions.parquet")
+    mentions = knowledge_layers.read_table(path, "mentions.parquet")
+    assert set(mentions["doc_id"].to_pylist()) == {"owls.md", "bees.md", "rust.md"}
+    seen = lambda chunks: True  # noqa: E731
+    assert load_knowledge(path).resolve("iron oxide", seen)
 
 
 def compactions(root: Path) -> list[int]:

@@ -1,0 +1,260 @@
+"""A knowledge table as a base and a delta: a refresh or stream window writes what
+changed, not the table.
+
+A generation holds each of its row-keyed knowledge tables (mentions, entities,
+relations) in one of two forms:
+
+- *whole*: ``entities.parquet``, sorted by id (a build, a compaction, or a window that
+  folded its delta);
+- *layered*: a base, ``entities.base.parquet`` (the whole table of an earlier
+  generation, hard-linked from it: on a local root no byte is copied), and the change
+  since that base: ``entities.delta.parquet``, the rows added or rewritten (the table's
+  schema, sorted by id), and ``entities.removed.parquet``, the ids of base rows that are
+  gone (one ``id`` column, sorted).
+
+The table a reader sees (:func:`read_table`) is the base less its removed rows and the
+rows the delta rewrites, plus the delta's rows, in id order. Each window writes the
+delta again, its parent's folded with its own change (:func:`write_change`), so what it
+writes grows with the change since the base, not with the corpus; when the delta passes
+``KnowledgeConfig.fold_share`` of the base's rows the window writes the table whole, and that is the
+next windows' base. A reader that holds the base (a stream, a server: see
+:mod:`store.table_cache`, which knows a hard link of a file it read) reads only the delta.
+"""
+
+import bisect
+import logging
+import os
+from collections.abc import Callable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from store import storage, table_cache
+from store.sorted_columns import Scalars, increasing
+
+logger = logging.getLogger(__name__)
+
+ID_COLUMNS = {
+    "mentions.parquet": "mention_id",
+    "entities.parquet": "entity_id",
+    "relations.parquet": "relation_id",
+}
+"""The layered tables (file name -> id column)."""
+FOLD_SHARE = 0.1
+"""A delta (rows added, rewritten and removed) past this share of its base's rows is
+folded: the window writes the table whole (``KnowledgeConfig.fold_share``)."""
+BISECT_LIMIT = 4096
+"""Up to this many ids are found in a base by bisection; more by one hashed pass."""
+
+
+def layer_files(name: str) -> tuple[str, str, str]:
+    """The base, delta and removed-ids file names of table ``name`` (``x.parquet``)."""
+    stem = name.removesuffix(".parquet")
+    return f"{stem}.base.parquet", f"{stem}.delta.parquet", f"{stem}.removed.parquet"
+
+
+def table_files(name: str) -> tuple[str, ...]:
+    """Every file name table ``name`` may be stored under, whole or layered."""
+    return (name, *layer_files(name)) if name in ID_COLUMNS else (name,)
+
+
+def has_table(path: str, name: str) -> bool:
+    """Whether the generation at ``path`` holds table ``name``, whole or layered."""
+    return storage.exists(storage.join(path, name)) or (
+        name in ID_COLUMNS and storage.exists(storage.join(path, layer_files(name)[0]))
+    )
+
+
+def is_layered(path: str, name: str) -> bool:
+    """Whether the generation at ``path`` holds table ``name`` as a base and a delta."""
+    return (
+        name in ID_COLUMNS
+        and not storage.exists(storage.join(path, name))
+        and has_table(path, name)
+    )
+
+
+def table_schema(path: str, name: str) -> pa.Schema:
+    """The schema of table ``name`` of the generation at ``path`` (a layered table's
+    delta has its base's schema: :func:`write_change`)."""
+    where = storage.join(path, name if not is_layered(path, name) else layer_files(name)[0])
+    if storage.is_remote(where):
+        return read_file(where).schema
+    return pq.read_schema(where)
+
+
+def read_file(path: str, columns: list[str] | None = None) -> pa.Table:
+    """One Parquet file on any filesystem, through :mod:`store.table_cache` (a stream
+    reads what its last window wrote, or a hard link of it, from memory)."""
+
+    def load() -> pa.Table:
+        if storage.is_remote(path):
+            return pq.read_table(pa.BufferReader(storage.read_bytes(path)), columns=columns)
+        return pq.ParquetFile(path).read(columns=columns)
+
+    return table_cache.read(path, columns, load)
+
+
+def read_table(path: str, name: str, columns: list[str] | None = None) -> pa.Table:
+    """Table ``name`` of the generation at ``path`` as readers see it, whole or folded
+    from its base and delta; ``columns`` of it (all by default; a layered table also
+    reads its id column to fold).
+
+    Raises:
+        FileNotFoundError: the generation holds no such table.
+    """
+    join = storage.join
+    if not is_layered(path, name):
+        if not storage.exists(join(path, name)):
+            raise FileNotFoundError(join(path, name))
+        return read_file(join(path, name), columns)
+    key = ID_COLUMNS[name]
+    wanted = None if columns is None else list(dict.fromkeys([key, *columns]))
+    base_file, delta_file, removed_file = (join(path, f) for f in layer_files(name))
+
+    def folded() -> pa.Table:
+        base = read_file(base_file, wanted)
+        delta = read_file(delta_file, wanted)
+        removed = read_file(removed_file)["id"].combine_chunks()
+        table = fold(base, delta, removed, key)
+        return table if columns is None else table.select(columns)
+
+    tag = f"folded:{name}:{'' if columns is None else ','.join(columns)}"
+    # Kept under the delta file, which every change rewrites; the base never changes.
+    return table_cache.remember(delta_file, tag, folded, _size(base_file, delta_file))
+
+
+def _size(*paths: str) -> int:
+    """Rough bytes of a folded table in memory: four times its files (compressed)."""
+    return 4 * sum(os.path.getsize(p) for p in paths if not storage.is_remote(p))
+
+
+def _positions(ids: pa.Array, wanted: pa.Array) -> list[int]:
+    """Row numbers of ``ids`` (sorted, distinct) that hold one of ``wanted``, ascending."""
+    if not len(wanted) or not len(ids):
+        return []
+    if len(wanted) > BISECT_LIMIT:
+        hit = pc.is_in(ids, value_set=wanted)
+        return pc.indices_nonzero(hit).to_pylist()
+    keys = Scalars(ids)
+    found = []
+    for value in sorted(set(wanted.to_pylist())):
+        at = bisect.bisect_left(keys, value)
+        if at < len(keys) and keys[at] == value:
+            found.append(at)
+    return found
+
+
+def without_rows(table: pa.Table, rows: list[int]) -> pa.Table:
+    """``table`` less the rows numbered ``rows`` (ascending), as slices of it."""
+    if not rows:
+        return table
+    pieces, start = [], 0
+    for row in rows:
+        if row > start:
+            pieces.append(table.slice(start, row - start))
+        start = row + 1
+    pieces.append(table.slice(start))
+    return pa.concat_tables(pieces)
+
+
+def merged(kept: pa.Table, added: pa.Table, key: str) -> pa.Table:
+    """``kept`` (sorted by ``key``) and ``added`` (ids not in ``kept``) as one table sorted
+    by ``key``: the added rows go in place between slices of the kept ones instead of
+    sorting every row again. Sorts everything when ``kept`` is not sorted."""
+    if not added.num_rows:
+        return kept
+    ids = kept[key].combine_chunks()
+    added = added.select(kept.column_names).cast(kept.schema).sort_by(key)
+    if not increasing(ids):
+        return pa.concat_tables([kept, added]).sort_by(key)
+    if added.num_rows > BISECT_LIMIT:
+        return pa.concat_tables([kept, added]).sort_by(key)
+    keys = Scalars(ids)
+    pieces, start = [], 0
+    for row, value in enumerate(added[key].to_pylist()):
+        at = bisect.bisect_left(keys, value, lo=start)
+        pieces += [kept.slice(start, at - start), added.slice(row, 1)]
+        start = at
+    pieces.append(kept.slice(start))
+    return pa.concat_tables(pieces)
+
+
+def fold(base: pa.Table, delta: pa.Table, removed: pa.Array, key: str) -> pa.Table:
+    """The table a base and a delta stand for: ``base`` less the rows whose id is
+    ``removed`` or rewritten by ``delta``, plus ``delta``'s rows, sorted by ``key``."""
+    ids = base[key].combine_chunks()
+    gone = pa.concat_arrays([removed.cast(pa.string()), delta[key].combine_chunks()])
+    kept = without_rows(base, _positions(ids, gone))
+    return merged(kept, delta, key)
+
+
+def _rows(path: str, key: str) -> int:
+    """Rows of the Parquet file at ``path`` (from its footer where it is local)."""
+    if storage.is_remote(path):
+        return read_file(path, [key]).num_rows
+    return pq.ParquetFile(path).metadata.num_rows
+
+
+def _ids_table(ids: list[str]) -> pa.Table:
+    return pa.table({"id": pa.array(sorted(set(ids)), type=pa.string())})
+
+
+def write_change(
+    staging: str,
+    name: str,
+    parent: str,
+    *,
+    upserts: pa.Table,
+    removed: list[str],
+    whole: Callable[[], pa.Table],
+    write: Callable[[pa.Table, str], None],
+    fold_share: float = FOLD_SHARE,
+) -> str:
+    """Write table ``name`` of a new generation into ``staging``: the ``parent``
+    generation's table with the rows of ``upserts`` added or rewritten (by id) and the
+    rows whose id is in ``removed`` gone.
+
+    The parent's base is hard-linked (:func:`store.storage.reuse_file`; the parent's
+    whole table when it has no base) and the delta since it written; the table is
+    written whole instead, by ``write(whole(), path)``, when the delta would pass
+    ``fold_share`` of the base's rows. ``whole()`` must return the new table
+    itself, sorted by id.
+
+    Returns:
+        ``"whole"`` or ``"layered"``: how the table was written.
+    """
+    join = storage.join
+    key = ID_COLUMNS[name]
+    base_name, delta_name, removed_name = layer_files(name)
+    if is_layered(parent, name):
+        base_source = join(parent, base_name)
+        parent_delta = read_file(join(parent, delta_name))
+        parent_removed = read_file(join(parent, removed_name))["id"].to_pylist()
+    else:
+        base_source = join(parent, name)
+        parent_delta, parent_removed = upserts.schema.empty_table(), []
+    base_rows = _rows(base_source, key)
+    if not table_schema(parent, name).equals(upserts.schema):
+        base_rows = 0  # written before a column was added: the table is written whole
+    # The parent's delta rows that this change neither removes nor rewrites stay.
+    dropped = pa.array(sorted({*removed, *upserts[key].to_pylist()}), type=pa.string())
+    stay = parent_delta.filter(pc.invert(pc.is_in(parent_delta[key], value_set=dropped)))
+    delta = pa.concat_tables([stay.cast(upserts.schema), upserts]).sort_by(key)
+    gone = sorted({*parent_removed, *removed})
+    if delta.num_rows + len(gone) > fold_share * max(1, base_rows):
+        write(whole(), join(staging, name))
+        logger.info("%s written whole (%d rows changed since its base)", name, delta.num_rows)
+        return "whole"
+    storage.reuse_file(base_source, join(staging, base_name))
+    write(delta.combine_chunks(), join(staging, delta_name))
+    write(_ids_table(gone), join(staging, removed_name))
+    logger.info(
+        "%s written as its base (%d rows) and a delta: %d rows added or rewritten, %d removed",
+        name,
+        base_rows,
+        delta.num_rows,
+        len(gone),
+    )
+    return "layered"
