@@ -64,10 +64,19 @@ def peak_rss_mb() -> float:
     return round(max(own, children), 1)
 
 
-def bytes_under(path: str) -> int:
+def bytes_under(path: str, *, own_only: bool = False) -> int:
+    """Bytes of the files under ``path``, each file (inode) once: a hard link of a file
+    written before is no new byte. ``own_only``: only files no other folder links to
+    (what a window wrote, not the base it links)."""
+    seen: set[tuple[int, int]] = set()
     total = 0
     for folder, _, files in os.walk(path):
-        total += sum(os.path.getsize(os.path.join(folder, f)) for f in files)
+        for name in files:
+            status = os.stat(os.path.join(folder, name))
+            if (status.st_dev, status.st_ino) in seen or (own_only and status.st_nlink > 1):
+                continue
+            seen.add((status.st_dev, status.st_ino))
+            total += status.st_size
     return total
 
 

@@ -222,12 +222,20 @@ def write_change(
     ``fold_share`` of the base's rows. ``whole()`` must return the new table
     itself, sorted by id.
 
+    A change of nothing links the parent's files as they are.
+
     Returns:
         ``"whole"`` or ``"layered"``: how the table was written.
     """
     join = storage.join
     key = ID_COLUMNS[name]
     base_name, delta_name, removed_name = layer_files(name)
+    if not upserts.num_rows and not removed:  # unchanged: the parent's files, linked
+        kept = [f for f in table_files(name) if storage.exists(join(parent, f))]
+        kept = [name] if name in kept else kept
+        for file in kept:
+            storage.reuse_file(join(parent, file), join(staging, file))
+        return "layered" if is_layered(parent, name) else "whole"
     if is_layered(parent, name):
         base_source = join(parent, base_name)
         parent_delta = read_file(join(parent, delta_name))

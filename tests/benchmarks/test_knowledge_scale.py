@@ -32,6 +32,15 @@ def test_the_json_has_every_figure(result):
     for name in ("generate", "canonicalize", "relations", "communities"):
         assert result["steps"][name]["bytes_written"] > 0, name
     assert result["steps"]["open"]["bytes_written"] == 0  # a reader writes nothing
+    for field in ("window_update_cold_s", "reader_reopen_cold_s"):
+        assert result[field] > 0, field
+
+
+def test_a_one_document_window_writes_its_change_not_the_layer(result):
+    steps = result["steps"]
+    assert steps["window"]["layered_tables"] == ["mentions", "entities", "relations"]
+    layer = sum(steps[s]["bytes_written"] for s in ("canonicalize", "relations", "communities"))
+    assert 0 < result["window_bytes_written"] < 0.05 * layer
 
 
 def test_the_steps_hand_on_consistent_tables(result):

@@ -113,6 +113,22 @@ def test_a_parent_written_with_other_columns_is_written_whole(tmp_path):
     assert _window(str(parent), staging, {"e0001": ("x", 1)}, [], rows) == "whole"
 
 
+@pytest.mark.parametrize("layered_parent", [False, True])
+def test_a_window_that_changes_nothing_links_its_parents_files(tmp_path, layered_parent):
+    rows = {f"e{i:04d}": (f"name {i}", i) for i in range(100)}
+    parent = _generation(tmp_path, "g0", rows)
+    if layered_parent:
+        rows = _apply(rows, {"e0001": ("x", 1)}, [])
+        _window(parent, str(tmp_path / "g1"), {"e0001": ("x", 1)}, [], rows)
+        parent = str(tmp_path / "g1")
+    staging = str(tmp_path / "same")
+    _window(parent, staging, {}, [], rows)
+    files = sorted(os.listdir(staging))
+    assert files == sorted(os.listdir(parent))
+    assert all(os.path.samefile(os.path.join(parent, f), os.path.join(staging, f)) for f in files)
+    assert layers.read_table(staging, NAME).to_pylist() == _table(rows).to_pylist()
+
+
 def test_a_missing_table_is_an_error(tmp_path):
     assert not layers.has_table(str(tmp_path), NAME)
     with pytest.raises(FileNotFoundError):
