@@ -147,15 +147,17 @@ def step_window(work: str, config: Any, seed: int) -> dict[str, Any]:
 
     - *cold*: nothing in memory (a one-off refresh, a reader that opens it first);
     - *warm*: as a stream runs it: the process holds the parent generation's tables (its
-      last window wrote and validated them; :mod:`store.table_cache`, here bounded only
-      by the machine) and the reader holds the parent's layer, so the update and the
+      last window wrote and validated them) and the segment rows every window reads
+      (``pipelines.stream_windows.ROWS``; :mod:`store.table_cache`, here bounded only by
+      the machine), and the reader holds the parent's layer, so the update and the
       reopen read what changed and find the unchanged base by its hard link.
 
     ``window_update_s``, ``window_bytes_written`` and ``reader_reopen_s`` are the warm
     figures; ``*_cold_s`` the cold ones."""
     from benchmarks.knowledge_steps import read_window
     from store import knowledge_layers, table_cache
-    from store.bundles import KNOWLEDGE_TABLES, TABLES
+    from store.bundles import CHUNKS, KNOWLEDGE_TABLES, TABLES
+    from store.segments import EXTRACTED_STATEMENTS
 
     rows, unchanged = read_window(work)
     parent = os.path.join(work, GENERATION)
@@ -164,6 +166,8 @@ def step_window(work: str, config: Any, seed: int) -> dict[str, Any]:
     table_cache.enable(1 << 40)
     for table in KNOWLEDGE_TABLES:  # what the stream's last window wrote and validated
         knowledge_layers.read_table(parent, TABLES[table])
+    for rel in (EXTRACTED_STATEMENTS, CHUNKS):  # the segment rows a stream keeps (ROWS)
+        knowledge_layers.read_file(os.path.join(work, SEGMENT, rel))
     _, parent_open = reopen(parent)
     seconds, written = window_update(work, rows, unchanged, seed=seed, config=config, folder=WARM)
     _, reopen_s = reopen(os.path.join(work, WARM))

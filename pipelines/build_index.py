@@ -706,6 +706,7 @@ def write_generation(
         if config.knowledge.enabled
         else None,
         kept_revisions=[(d, parent.live[d].revision) for d in unchanged] if parent else (),
+        linked_from=parent.path if parent else None,
     )
     if local != staging:  # object store: the manifests join the staged files
         manifests.upload_manifests(local, staging)

@@ -30,8 +30,10 @@ from store.bundles import (
     MANIFEST,
     TABLES,
     VALIDATION_REPORT,
+    BundleError,
     fingerprint_pairs,
     read_index_header,
+    read_manifest,
     sha256_file,
 )
 from store.config import BuildConfig
@@ -41,6 +43,30 @@ from store.segments import own_parts, own_segment, segment_digest
 def _revisions(staging: str) -> list[tuple[str, str]]:
     table = pq.read_table(os.path.join(staging, DOCUMENTS), columns=["doc_id", "revision"])
     return list(zip(table["doc_id"].to_pylist(), table["revision"].to_pylist(), strict=True))
+
+
+def _inode(path: str) -> tuple[int, int, int, int]:
+    status = os.stat(path)
+    return status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns
+
+
+def _linked_entries(parent: str | None) -> dict[tuple[int, int, int, int], FileEntry]:
+    """The manifest entries of a local ``parent`` bundle's files by file identity: a
+    staged file that is a hard link of one (a knowledge table's base, kept communities)
+    takes its parent's checksum instead of being read again."""
+    if parent is None or storage.is_remote(parent):
+        return {}
+    try:
+        listed = read_manifest(parent).files
+    except (BundleError, OSError):
+        return {}
+    found = {}
+    for rel, entry in listed.items():
+        try:
+            found[_inode(os.path.join(parent, rel))] = entry
+        except OSError:
+            continue
+    return found
 
 
 def write_manifest(
@@ -56,11 +82,13 @@ def write_manifest(
     segments: list[SegmentRef] | None = None,
     knowledge_state: KnowledgeState | None = None,
     kept_revisions: Iterable[tuple[str, str]] = (),
+    linked_from: str | None = None,
 ) -> Manifest:
     """Checksum every file in ``staging`` and write its ``manifest.json``: a generation
     reading ``segments`` (kept from its parent, with their deletions) and its own.
     ``kept_revisions`` are the ``(doc_id, revision)`` pairs live in the kept segments:
-    with the own segment's documents they make the input fingerprint.
+    with the own segment's documents they make the input fingerprint. A file that is a
+    hard link of one of the ``linked_from`` bundle's (the parent) keeps its checksum.
 
     A bundle that wrote several segments (``parts/<k>/``) gets a manifest in each part
     first, checksummed with the rest; the generation lists every part, and its row counts
@@ -78,8 +106,10 @@ def write_manifest(
         for folder in folders
         if folder
     }
+    linked = _linked_entries(linked_from)
     files = {
-        rel: FileEntry(
+        rel: linked.get(_inode(os.path.join(staging, rel)))
+        or FileEntry(
             sha256=sha256_file(os.path.join(staging, rel)),
             size=os.path.getsize(os.path.join(staging, rel)),
         )

@@ -14,7 +14,7 @@ from algorithms.communities import detect_communities
 from pipelines.build_index import run
 from schemas import Relation
 from store import knowledge_layers
-from store.bundles import bundle_path
+from store.bundles import bundle_path, read_manifest, sha256_file
 from store.config import DEFAULT_SEED, KnowledgeConfig
 from tests.conftest import validate_and_activate, write_corpus
 from tests.query.test_knowledge_query import PAYMENTS
@@ -351,6 +351,10 @@ def test_windows_write_a_delta_over_their_parents_base(layered):
         k4_base = os.path.join(k4, base if knowledge_layers.is_layered(k4, table) else table)
         assert knowledge_layers.is_layered(k5, table)
         assert os.path.samefile(k4_base, os.path.join(k5, base))
+        # the linked base keeps k4's checksum, which is its own
+        entry = read_manifest(k5).files[base]
+        assert entry == read_manifest(k4).files[os.path.relpath(k4_base, k4)]
+        assert entry.sha256 == sha256_file(os.path.join(k5, base))
         assert knowledge_layers.is_layered(k6, table) == (name != "mentions"), name
         if name != "mentions":
             assert os.path.samefile(k4_base, os.path.join(k6, base))
