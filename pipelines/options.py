@@ -153,11 +153,11 @@ def add_build_arguments(parser: Any, *, skip: frozenset[str] = frozenset()) -> N
         "--fold_share",
         default=0.1,
         type=float,
-        help="a refresh or stream window writes the mentions, entities and relations tables "
-        "as its parent's base (a hard link on a local root) and the rows changed since it, "
-        "so it writes what changed, not the corpus; once the change passes this share of the "
-        "base's rows it writes them whole, and that is the next base (default 0.1; "
-        "compaction always writes them whole)",
+        help="a refresh or stream window writes its knowledge tables (mentions, entities, "
+        "relations, communities) as its parent's base (a hard link on a local root) and the "
+        "rows changed since it, so it writes what changed, not the corpus; once the change "
+        "passes this share of the base's rows it writes them whole, and that is the next "
+        "base (default 0.1; compaction always writes them whole)",
     )
     add(
         "--community_engine",

@@ -218,7 +218,7 @@ class KnowledgeConfig(_Frozen):
         0.1,
         gt=0,
         le=1,
-        description="a refresh or stream window writes its mentions, entities and relations "
+        description="a refresh or stream window writes its knowledge tables "
         "as its parent's base and the change since it (store/knowledge_layers.py) until the "
         "change passes this share of the base's rows; then it writes the tables whole",
     )

@@ -2,7 +2,7 @@
 changed, not the table.
 
 A generation holds each of its row-keyed knowledge tables (mentions, entities,
-relations) in one of two forms:
+relations, communities) in one of two forms:
 
 - *whole*: ``entities.parquet``, sorted by id (a build, a compaction, or a window that
   folded its delta);
@@ -26,6 +26,7 @@ import logging
 import os
 from collections.abc import Callable
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -39,6 +40,7 @@ ID_COLUMNS = {
     "mentions.parquet": "mention_id",
     "entities.parquet": "entity_id",
     "relations.parquet": "relation_id",
+    "communities.parquet": "community_id",
 }
 """The layered tables (file name -> id column)."""
 FOLD_SHARE = 0.1
@@ -131,10 +133,11 @@ def _size(*paths: str) -> int:
 
 
 def _positions(ids: pa.Array, wanted: pa.Array) -> list[int]:
-    """Row numbers of ``ids`` (sorted, distinct) that hold one of ``wanted``, ascending."""
+    """Row numbers of ``ids`` (distinct; bisected when sorted) that hold one of
+    ``wanted``, ascending."""
     if not len(wanted) or not len(ids):
         return []
-    if len(wanted) > BISECT_LIMIT:
+    if len(wanted) > BISECT_LIMIT or not increasing(ids):
         hit = pc.is_in(ids, value_set=wanted)
         return pc.indices_nonzero(hit).to_pylist()
     keys = Scalars(ids)
@@ -190,6 +193,54 @@ def fold(base: pa.Table, delta: pa.Table, removed: pa.Array, key: str) -> pa.Tab
     return merged(kept, delta, key)
 
 
+def _same_values(a: pa.Array, b: pa.Array) -> np.ndarray:
+    """Per row, whether ``a`` and ``b`` (one type, one length) hold the same value
+    (nulls equal nulls; lists compared item by item)."""
+    if len(a) == 0:
+        return np.zeros(0, dtype=bool)
+    a_null = pc.is_null(a).to_numpy(zero_copy_only=False)
+    b_null = pc.is_null(b).to_numpy(zero_copy_only=False)
+    if pa.types.is_list(a.type) or pa.types.is_large_list(a.type):
+        same = pc.equal(pc.list_value_length(a), pc.list_value_length(b))
+        same = pc.fill_null(same, False).to_numpy(zero_copy_only=False)
+        rows = np.flatnonzero(same)
+        if len(rows):
+            picked = pa.array(rows)
+            left, right = a.take(picked), b.take(picked)
+            items = _same_values(pc.list_flatten(left), pc.list_flatten(right))
+            owners = pc.list_parent_indices(left).to_numpy()
+            same[rows[np.unique(owners[~items])]] = False
+    else:
+        same = pc.fill_null(pc.equal(a, b), False).to_numpy(zero_copy_only=False)
+    return (same & ~a_null & ~b_null) | (a_null & b_null)
+
+
+def changed_rows(old: pa.Table, new: pa.Table, key: str) -> tuple[pa.Table, list[str]]:
+    """What turns ``old`` into ``new`` (both keyed by ``key``, one schema): the rows of
+    ``new`` that are not in ``old`` as they are, and the ids of ``old`` that ``new`` lacks."""
+    new_ids = new[key].combine_chunks()
+    at = pc.index_in(new_ids, value_set=old[key].combine_chunks())
+    found = pc.is_valid(at).to_numpy(zero_copy_only=False)
+    same = found.copy()
+    rows = np.flatnonzero(found)
+    if len(rows):
+        theirs = old.take(pc.filter(at, pc.is_valid(at)))
+        mine = new.take(pa.array(rows))
+        for name in new.column_names:
+            same[rows] &= _same_values(mine[name].combine_chunks(), theirs[name].combine_chunks())
+    gone = pc.invert(pc.is_in(old[key], value_set=new_ids))
+    return new.filter(pa.array(~same)), old[key].filter(gone).to_pylist()
+
+
+def link_table(parent: str, staging: str, name: str) -> None:
+    """Table ``name`` of the ``parent`` generation, unchanged, in ``staging``: its files
+    (whole, or base and delta) linked as they are."""
+    join = storage.join
+    files = [f for f in table_files(name) if storage.exists(join(parent, f))]
+    for file in [name] if name in files else files:
+        storage.reuse_file(join(parent, file), join(staging, file))
+
+
 def _rows(path: str, key: str) -> int:
     """Rows of the Parquet file at ``path`` (from its footer where it is local)."""
     if storage.is_remote(path):
@@ -231,10 +282,7 @@ def write_change(
     key = ID_COLUMNS[name]
     base_name, delta_name, removed_name = layer_files(name)
     if not upserts.num_rows and not removed:  # unchanged: the parent's files, linked
-        kept = [f for f in table_files(name) if storage.exists(join(parent, f))]
-        kept = [name] if name in kept else kept
-        for file in kept:
-            storage.reuse_file(join(parent, file), join(staging, file))
+        link_table(parent, staging, name)
         return "layered" if is_layered(parent, name) else "whole"
     if is_layered(parent, name):
         base_source = join(parent, base_name)

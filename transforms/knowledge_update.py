@@ -662,12 +662,12 @@ class _WriteSurfacesFn(beam.DoFn):
         yield save_index(index, join(self._staging, bundles.RELATION_INDEX))
 
     def _parent_communities(self) -> Iterator[Any]:
-        """Communities the update left as they were: the parent's table and HNSW file,
-        byte for byte."""
-        for name in (bundles.COMMUNITIES, bundles.COMMUNITY_INDEX):
-            target = storage.join(self._staging, name)
-            storage.reuse_file(storage.join(self._parent, name), target)
-            yield target, 0
+        """Communities the update left as they were: the parent's table (whole, or base
+        and delta) and HNSW file, byte for byte."""
+        knowledge_layers.link_table(self._parent, self._staging, bundles.COMMUNITIES)
+        target = storage.join(self._staging, bundles.COMMUNITY_INDEX)
+        storage.reuse_file(storage.join(self._parent, bundles.COMMUNITY_INDEX), target)
+        yield target, 0
 
     def _communities(
         self, kept: pa.Table, reclustered: bool, vector: Any, scratch: str
@@ -680,7 +680,22 @@ class _WriteSurfacesFn(beam.DoFn):
         by_report = _vector_lookup(parent_communities, "report", set(reports))
         community_vectors = [vector(report, by_report) for report in reports]
         communities = with_vector_columns(kept, ids, community_vectors, self._dimension)
-        yield from self._write(bundles.COMMUNITIES, communities)
+        if reclustered:
+            yield from self._write(bundles.COMMUNITIES, communities)
+        else:  # cut: the rows the cut changed, over the parent's base
+            upserts, removed = knowledge_layers.changed_rows(
+                parent_communities.cast(communities.schema), communities, "community_id"
+            )
+            knowledge_layers.write_change(
+                self._staging,
+                bundles.COMMUNITIES,
+                self._parent,
+                upserts=upserts,
+                removed=removed,
+                whole=lambda: communities,
+                write=_write_table,
+                fold_share=self._fold_share,
+            )
         keys, vectors = keys_and_vectors(
             [(i, v) for i, v in zip(ids, community_vectors, strict=True) if v is not None],
             self._dimension,

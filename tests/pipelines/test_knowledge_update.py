@@ -362,6 +362,11 @@ def test_windows_write_a_delta_over_their_parents_base(layered):
             assert 0 < rows < len(_table(root, "k6", name)), name
         # Past the default share the same window writes the table whole.
         assert not knowledge_layers.is_layered(bundle_path(whole_root, "k6"), table)
+    # An edit cuts the kept communities: the rows it changed (here the one community),
+    # over the parent's (store.knowledge_layers.changed_rows finds them).
+    assert knowledge_layers.is_layered(k5, "communities.parquet")
+    delta = pq.read_table(os.path.join(k5, "communities.delta.parquet"))
+    assert 0 < delta.num_rows <= len(_table(root, "k5", "communities"))
 
 
 @pytest.mark.slow

@@ -167,3 +167,27 @@ def test_a_reader_that_holds_the_base_reads_only_the_delta(tmp_path):
             parent = staging
     finally:
         table_cache.disable()
+
+
+def test_changed_rows_finds_every_difference_and_nothing_else():
+    schema = pa.schema([("id", pa.string()), ("n", pa.int64()), ("items", pa.list_(pa.string()))])
+    old = pa.table(
+        {
+            "id": ["a", "b", "c", "d", "e"],
+            "n": [1, 2, None, 4, 5],
+            "items": [["x"], ["x", "y"], [], None, ["z"]],
+        },
+        schema=schema,
+    )
+    new = pa.table(
+        {
+            "id": ["a", "b", "c", "d", "f"],
+            "n": [1, 2, None, 4, 6],
+            "items": [["x"], ["x", "q"], [], ["w"], ["z"]],
+        },
+        schema=schema,
+    )
+    upserts, removed = layers.changed_rows(old, new, "id")
+    assert upserts["id"].to_pylist() == ["b", "d", "f"]  # an item, a null list, a new row
+    assert removed == ["e"]
+    assert layers.changed_rows(old, old, "id")[0].num_rows == 0
