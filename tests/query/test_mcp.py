@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -295,6 +296,21 @@ def audit_lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
+def audited(path: Path, keep: Any, count: int, wait: float = 10.0) -> list[dict[str, Any]]:
+    """The audit lines ``keep`` accepts, once there are ``count`` of them (the server
+    writes a line after it has answered, so a caller can read the file first), or what
+    there is after ``wait`` seconds."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            found = [line for line in audit_lines(path) if keep(line)]
+        except json.JSONDecodeError:  # a line being written
+            found = []
+        if len(found) >= count or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
+
+
 QUERIES = [
     "Northwind Bank",
     "What is the Quillfeather upgrade?",
@@ -387,8 +403,8 @@ def _http_scenario(
     )
     assert wrong.status_code == 401 and wrong.headers["www-authenticate"].startswith("Bearer")
 
-    calls = [line for line in audit_lines(audit) if line.get("tool") == "search_evidence"]
     expected = [found for name in callers for found in seen[name]]
+    calls = audited(audit, lambda line: line.get("tool") == "search_evidence", len(expected))
     assert len(calls) >= len(expected)
     for line, found in zip(calls, expected, strict=False):
         assert line["route"] == "/mcp" and line["status"] == 200
@@ -398,8 +414,9 @@ def _http_scenario(
     principals = [line["principal"] for line in calls[: len(expected)]]
     assert principals == [None] * 4 + ["staff"] * 4 + ["guide-bot"] * 4
     # The refused call is audited, the only 401: not necessarily the last line, since a
-    # closing session's request may be logged after the response it was answered with.
-    refused = [line for line in audit_lines(audit) if line["status"] == 401]
+    # closing session's request may be logged after the response it was answered with,
+    # nor necessarily written yet when the 401 arrives.
+    refused = audited(audit, lambda line: line["status"] == 401, 1)
     assert len(refused) == 1 and refused[0].get("principal") is None
 
 
