@@ -165,14 +165,13 @@ def without_rows(table: pa.Table, rows: list[int]) -> pa.Table:
 def merged(kept: pa.Table, added: pa.Table, key: str) -> pa.Table:
     """``kept`` (sorted by ``key``) and ``added`` (ids not in ``kept``) as one table sorted
     by ``key``: the added rows go in place between slices of the kept ones instead of
-    sorting every row again. Sorts everything when ``kept`` is not sorted."""
+    sorting every row again. Sorts everything when ``kept`` is not sorted or ``added``
+    is past :data:`BISECT_LIMIT` rows."""
     if not added.num_rows:
         return kept
     ids = kept[key].combine_chunks()
     added = added.select(kept.column_names).cast(kept.schema).sort_by(key)
-    if not increasing(ids):
-        return pa.concat_tables([kept, added]).sort_by(key)
-    if added.num_rows > BISECT_LIMIT:
+    if added.num_rows > BISECT_LIMIT or not increasing(ids):
         return pa.concat_tables([kept, added]).sort_by(key)
     keys = Scalars(ids)
     pieces, start = [], 0
