@@ -1,7 +1,8 @@
 """Mentions and typed relations from one parsed chunk (pure functions over a spaCy Doc).
 
 Contract: ``extract_from_doc`` returns mentions (named entities and salient noun
-phrases, exact spans) and statements found by dependency patterns — active and
+phrases that name something, exact spans, never across a block of the chunk; see
+:mod:`algorithms.mentions`) and statements found by dependency patterns — active and
 passive subject-verb-object, copula, appositive, prepositional attachment,
 numeric limits — plus sentence co-occurrence of named entities as a weak,
 separately typed fallback. Offsets are shifted by the chunk's start, so they
@@ -12,13 +13,19 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from algorithms.normalize import normalize_surface
+from algorithms.mention_rules import FILE_EXTENSIONS, TECHNICAL_LABELS, technical_label
+from algorithms.mentions import NOUN_CHUNK, Owner, find_mentions
 from schemas import Chunk, Mention, Statement, stable_id
 
-NOUN_CHUNK = "NOUN_CHUNK"
-# Entity labels that are values, not things: they become literals, never entities.
-VALUE_LABELS = frozenset({"DATE", "TIME", "CARDINAL", "ORDINAL", "QUANTITY", "PERCENT", "MONEY"})
-_STRIP_LEAD = frozenset({"DET", "PRON", "PUNCT", "CCONJ", "PART", "ADV", "INTJ", "SCONJ"})
+__all__ = [
+    "FILE_EXTENSIONS",
+    "NOUN_CHUNK",
+    "TECHNICAL_LABELS",
+    "extract_from_doc",
+    "find_mentions",
+    "technical_label",
+]
+
 _TEMPORAL_PREPS = frozenset({"during", "after", "before", "since", "until"})
 _PART_PREPS = frozenset({"in", "inside", "within", "among"})
 _COMPLIANCE = frozenset(
@@ -47,28 +54,6 @@ _CURRENCIES = {
 }
 _PER_ABBREVIATIONS = {"transaction": "txn"}
 _MAX_COOCCURRING = 8
-# Single common nouns too generic to be entities on their own ("the study", "patients").
-_GENERIC_NOUNS = frozenset(
-    """
-    study studies result results patient patients effect effects level levels group groups
-    cell cells data analysis analyses method methods use increase decrease role case cases
-    year years time times number numbers rate rates risk risks model models approach change
-    changes finding findings evidence association associations factor factors function
-    functions activity activities process processes response responses expression type types
-    treatment treatments outcome outcomes difference differences participant participants
-    subject subjects sample samples individual individuals people population populations
-    trial trials report reports review reviews paper article work part parts way ways area
-    areas form forms value values measure measures system systems mechanism mechanisms
-    condition conditions term terms order addition contrast example basis lack presence
-    absence ability need purpose aim aims objective objectives conclusion conclusions
-    background design setting settings interest information fact issue issues problem
-    problems question questions test tests control controls age sex period week weeks day
-    days month months hour hours minute minutes end point points side set sets line lines
-    development combination production promotion density odds exposure application importance
-    level improvement reduction increase regulation formation identification investigation
-    """.split()  # noqa: SIM905 - a word list reads better as text
-)
-
 CONFIDENCE = {
     "copula": 0.8,
     "limit": 0.8,
@@ -97,115 +82,6 @@ def _lemma_function(lemmatize: Lemmatize | None) -> Lemma:
         return (token.lemma_ if token.lemma else lemmatize(token)).lower()
 
     return lemma
-
-
-def _trimmed(span: Any) -> tuple[int, int] | None:
-    """Token range of ``span`` without leading determiners/pronouns/punctuation, and
-    without whitespace tokens at either end (spaCy puts a line break's indentation in
-    the entity that precedes it)."""
-    start, end = span.start, span.end
-    while start < end and (span.doc[start].pos_ in _STRIP_LEAD or span.doc[start].is_space):
-        start += 1
-    while end > start and (span.doc[end - 1].pos_ == "PUNCT" or span.doc[end - 1].is_space):
-        end -= 1
-    return (start, end) if start < end else None
-
-
-# Technical names are their own kinds: spaCy's news-trained labels read "get-pip.py" as
-# a person or a nationality. Each pattern must match the mention's whole text.
-_URL = re.compile(r"(?:[a-z][a-z0-9+.-]*://|www\.)\S+", re.I)
-FILE_EXTENSIONS = (
-    # file-name extensions that make a dotted token a file name (regex alternatives)
-    "py|pyi|ipynb|txt|md|rst|html?|xml|json|jsonl|ya?ml|toml|cfg|ini|conf|c|h|cc|cpp|hpp|"
-    "js|ts|java|go|rs|rb|pl|sh|bash|sql|csv|tsv|log|pdf|gz|tgz|bz2|xz|zip|tar|deb|rpm|"
-    "so|dll|exe|whl|lock|css|png|jpe?g|svg"
-)
-_PATH = re.compile(
-    r"(?:~|\.{1,2})?/(?:[\w.+-]+/)*[\w.+-]+/?"  # /etc/ssh, ~/notes, ./configure
-    # a relative path needs two slashes ("and/or" has one), names of two or more characters
-    # and a lower-case first name ("S/G2/M-phase" is a cell-cycle phase, "TCP/IP/UDP" no path)
-    r"|(?=(?-i:[^/]*[a-z]))[\w.+-]{2,}(?:/[\w.+-]{2,}){2,}/?"
-    rf"|(?:[\w.+-]+/)*[\w+-][\w.+-]*\.(?:{FILE_EXTENSIONS})(?:\.\d+)*",  # get-pip.py
-    re.I,
-)
-_CODE = re.compile(
-    r"--?[A-Za-z][\w-]*(?:=\S*)?"  # an option: --flag, -v
-    r"|[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*\(\)"  # a call: name(), pkg.name()
-    r"|[A-Za-z_]\w+(?:\.[A-Za-z_]\w+)+"  # a dotted name: json.dumps (not E.coli)
-    r"|[A-Za-z]\w*_\w+"  # snake_case, CONSTANT_NAME
-    r"|[a-z]+(?:[A-Z][a-z0-9]+)+"  # camelCase
-)
-TECHNICAL_LABELS = ("URL", "PATH", "CODE")
-
-
-def technical_label(text: str) -> str | None:
-    """``URL``, ``PATH`` (a path or file name) or ``CODE`` (an identifier or option)
-    when the whole of ``text`` is one, else None.
-
-    Example:
-        >>> [technical_label(t) for t in ("get-pip.py", "json.dumps", "Black Sea")]
-        ['PATH', 'CODE', None]
-    """
-    stripped = text.strip()
-    if not stripped or any(ch.isspace() for ch in stripped):
-        return None
-    for label, pattern in (("URL", _URL), ("PATH", _PATH), ("CODE", _CODE)):
-        if pattern.fullmatch(stripped):
-            return label
-    return None
-
-
-def _salient(tokens: Any) -> bool:
-    content = [t for t in tokens if t.pos_ in {"NOUN", "PROPN", "ADJ", "NUM", "X"}]
-    if not content or tokens[-1].pos_ == "PRON" or tokens.root.ent_type_ in VALUE_LABELS:
-        return False
-    if len(content) >= 2:
-        return True
-    token = content[0]
-    if token.pos_ == "PROPN" or any(ch.isupper() or ch.isdigit() for ch in token.text[1:]):
-        return True
-    return token.pos_ == "NOUN" and len(token.text) >= 4 and token.lower_ not in _GENERIC_NOUNS
-
-
-def find_mentions(doc: Any, chunk: Chunk) -> tuple[list[Mention], list[int]]:
-    """Mentions of a parsed chunk and, per token, the index of the mention covering it
-    (named entities take precedence over noun phrases; -1 where none)."""
-    spans: dict[tuple[int, int], str] = {}
-    for chunk_span in doc.noun_chunks:
-        bounds = _trimmed(chunk_span)
-        if bounds and _salient(doc[bounds[0] : bounds[1]]):
-            spans[bounds] = NOUN_CHUNK
-    for ent in doc.ents:
-        bounds = _trimmed(ent) if ent.label_ not in VALUE_LABELS else None
-        if bounds:
-            spans[bounds] = ent.label_
-    mentions: list[Mention] = []
-    owner = [-1] * len(doc)
-    order = sorted(spans.items(), key=lambda kv: (kv[1] != NOUN_CHUNK, kv[0]))
-    for (start, end), found in order:
-        span = doc[start:end]
-        norm = normalize_surface(span.text)
-        if not norm:
-            continue
-        label = technical_label(span.text) or found
-        begin = chunk.start + span.start_char
-        mentions.append(
-            Mention(
-                # The id keeps spaCy's own kind: a noun phrase and an entity may start at
-                # one offset, and both may read as the same technical label.
-                mention_id=stable_id("mention", chunk.chunk_id, begin, found),
-                chunk_id=chunk.chunk_id,
-                doc_id=chunk.doc_id,
-                start=begin,
-                end=chunk.start + span.end_char,
-                text=span.text,
-                label=label,
-                norm=norm,
-            )
-        )
-        for i in range(start, end):
-            owner[i] = len(mentions) - 1
-    return mentions, owner
 
 
 def _predicate(lemma: Lemma, verb: Any, prep: Any = None) -> str:
@@ -263,7 +139,7 @@ class _Sentence:
     """Collects statements for one sentence, resolving tokens to mention ids."""
 
     def __init__(
-        self, sent: Any, chunk: Chunk, mentions: list[Mention], owner: list[int], lemma: Lemma
+        self, sent: Any, chunk: Chunk, mentions: list[Mention], owner: Owner, lemma: Lemma
     ):
         self.sent = sent
         self.lemma = lemma
@@ -278,10 +154,22 @@ class _Sentence:
 
     def mention(self, token: Any) -> Mention | None:
         index = self.owner[token.i]
-        return self.mentions[index] if index >= 0 else None
+        return self.mentions[index] if isinstance(index, int) and index >= 0 else None
+
+    def named(self, token: Any) -> Mention | None:
+        """The mention of ``token``, or where a plain noun has none, of the name that
+        modifies it ("UPI Lite" in "UPI Lite payments are capped at ...")."""
+        found = self.mention(token)
+        if found is None and isinstance(self.owner[token.i], str):
+            modifiers = (c for c in token.lefts if c.dep_ in {"compound", "nmod", "amod"})
+            found = next((m for c in modifiers if (m := self.mention(c)) is not None), None)
+        return found
 
     def add(self, subj: Any, predicate: str, obj: Any, category: str, kind: str) -> None:
-        s = self.mention(subj)
+        s = self.named(subj)
+        if not isinstance(obj, str) and self.mention(obj) is None:
+            phrase = self.owner[obj.i]
+            obj = phrase if isinstance(phrase, str) else obj  # a plain noun phrase: a literal
         o = self.mention(obj) if not isinstance(obj, str) else None
         if s is None or (o is None and not isinstance(obj, str)) or (o and o is s):
             return

@@ -106,6 +106,9 @@ class WalkGraph:
     predicate_of: dict[tuple[int, int], str]
     pages: dict[str, list[int]] = field(default_factory=dict)
     """Normalized document title (less a trailing parenthesis) -> its visible chunk rows."""
+    descriptions: dict[str, list[int]] = field(default_factory=dict)
+    """Normalized literal description -> the entities it is stated of (see
+    :func:`_descriptions`)."""
 
     def neighbourhood(self, seeds: np.ndarray) -> np.ndarray:
         """Sorted nodes within ``MAX_HOPS`` edges of ``seeds``, hop by hop while the next
@@ -257,6 +260,7 @@ def _build(
     _, first = np.unique(low * max(n_entities, 1) + high, return_index=True)
     picked = np.sort(first)
     chosen = candidates[picked]
+    described = ~linked & (evidence > 0) & (unseen == 0) & (counts[subject] > 0)
     predicates = _as_list(layer.predicates)
     predicate_of: dict[tuple[int, int], str] = {
         (lo, hi): predicates[r]
@@ -298,7 +302,35 @@ def _build(
         entity_names=layer.entity_names,
         predicate_of=predicate_of,
         pages=titled,
+        descriptions=_descriptions(layer, np.flatnonzero(described), subject),
     )
+
+
+DESCRIPTION = "definition"
+"""The relation category of "X is a Y" and of an appositive ("X, a Y")."""
+
+
+def _descriptions(
+    layer: KnowledgeLayer, rows: np.ndarray, subject: np.ndarray
+) -> dict[str, list[int]]:
+    """Normalized literal description -> subject entities, over the relation ``rows``
+    (literal objects, all evidence visible) whose category is :data:`DESCRIPTION`.
+
+    A plain noun phrase is no entity ("an independent publishing house" names nothing
+    by itself), but stated of a named thing it describes that thing: a question that
+    refers to the thing by the description seeds the thing."""
+    categories = _as_list(layer.categories)
+    texts = layer.object_texts
+    found: dict[str, list[int]] = {}
+    for r in rows.tolist():
+        if categories[r] != DESCRIPTION:
+            continue
+        norm = normalize_surface(texts[r])
+        if " " not in norm:
+            continue  # one word ("a vocalist") says what kind of thing, not which
+        if int(subject[r]) not in found.setdefault(norm, []):
+            found[norm].append(int(subject[r]))
+    return found
 
 
 def _as_list(values: Sequence[Any]) -> list[Any]:
@@ -381,6 +413,8 @@ def entity_seeds(
 
     Linking is greedy, longest n-gram first: an n-gram that names an entity with visible
     chunks claims its words, so "Kate Ramsay" is not also linked as "Kate" and "Ramsay".
+    An n-gram that names no entity but is a description stated of some (see
+    :func:`_descriptions`) links those.
     An entity's specificity is 1 / the chunks it occurs in or, with ``spread``, 1 / the
     chunks whose text holds the n-gram's words, whichever is more: a word like "opera"
     that was extracted as an entity once but stands in many chunks says little. Past
@@ -393,11 +427,9 @@ def entity_seeds(
             if any(claimed[i : i + size]):
                 continue
             surface = " ".join(words[i : i + size])
-            named = [
-                e
-                for e in layer.aliases.get(normalize_surface(surface), [])
-                if graph.chunk_counts[e] > 0
-            ]
+            norm = normalize_surface(surface)
+            named = [e for e in layer.aliases.get(norm, []) if graph.chunk_counts[e] > 0]
+            named = named or graph.descriptions.get(norm, [])
             if not named:
                 continue
             claimed[i : i + size] = [True] * size

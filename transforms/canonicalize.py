@@ -108,7 +108,7 @@ class CanonicalizeEntities(beam.PTransform):
     def expand(self, inputs: Any) -> Any:
         out = (
             {"mentions": inputs["mentions"], "acronyms": inputs["acronyms"]}
-            | "GatherMentions" >> Gather()
+            | "GatherMentions" >> Gather(always=True)  # a corpus without names: empty tables
             | "Canonicalize"
             >> beam.ParDo(self._fn).with_outputs(MENTIONS, ASSIGNMENT, NAMES, main=ENTITIES)
         )

@@ -23,7 +23,10 @@ from validation import validate_bundle
 
 EDITED = dict(TINY_CORPUS)
 EDITED["tea.md"] = "# Tea\n\nOolong tea is partly oxidised before it is rolled and dried."
-EDITED["kite.md"] = "# Kites\n\nA kite flies because the wind pushes against its sail."
+EDITED["kite.md"] = (
+    "# Kites\n\nA kite flies because the wind pushes against its sail. Benjamin Franklin flew "
+    "one in a thunderstorm."
+)
 del EDITED["bread.txt"]
 
 
@@ -327,9 +330,13 @@ def test_a_tiered_merge_keeps_the_largest_segment_and_the_knowledge_layer(refres
     work = str(tmp_path / "root")
     shutil.copytree(root, work)
     extra = corpus / "owl.md"  # b3 adds one document (the fixture's folder, restored after)
-    extra.write_text("# Owls\n\nBarn owls hunt at night and find mice by sound.", encoding="utf-8")
+    extra.write_text(
+        "# Owls\n\nBarn owls hunt at night and find mice by sound, as Masakazu Konishi showed.",
+        encoding="utf-8",
+    )
     try:
-        third = run(["--input", str(corpus), "--root", work], bundle_id="b3")
+        # a tiny corpus: one document is a large change, so let the window stay layered
+        third = run(["--input", str(corpus), "--root", work, "--fold_share", "1"], bundle_id="b3")
     finally:
         extra.unlink()
     validate_and_activate(work, "b3")
@@ -353,3 +360,18 @@ def test_a_tiered_merge_keeps_the_largest_segment_and_the_knowledge_layer(refres
     docs = pq.read_table(os.path.join(merged.path, "documents.parquet"))["doc_id"].to_pylist()
     assert sorted(docs) == ["kite.md", "owl.md", "tea.md"]
     assert EXTRACTED_MENTIONS in manifest.files
+
+
+@pytest.mark.slow
+def test_a_corpus_that_names_nothing_still_writes_its_knowledge_tables(tmp_path):
+    # No document names a thing, so there are no mentions: the tables are written empty,
+    # and the generation keeps a knowledge layer a refresh can extend.
+    from store import bundles
+
+    corpus = write_corpus(tmp_path / "corpus", {"kite.md": EDITED["kite.md"].split(".")[0]})
+    result = run(["--input", str(corpus), "--root", str(tmp_path / "root")], bundle_id="n1")
+    manifest = result.manifest
+    assert manifest.row_counts["mentions"] == 0 and manifest.row_counts["entities"] == 0
+    for table in bundles.KNOWLEDGE_TABLES:
+        assert bundles.TABLES[table] in manifest.files
+    assert manifest.knowledge_state is not None

@@ -16,9 +16,11 @@ from store.bundles import bundle_path, read_manifest
 from store.segments import live_revisions, open_segments
 
 DOCS = {
-    "owls.md": "# Owls\n\nBarn owls hunt at night and locate mice by sound alone.",
+    "owls.md": "# Owls\n\nBarn owls hunt at night and locate mice by sound alone, as Masakazu "
+    "Konishi showed.",
     "glass.txt": "Glass is made by melting sand with soda ash and lime, then cooling it fast.",
-    "rust.md": "# Rust\n\nIron rusts when it reacts with oxygen and water to form iron oxide.",
+    "rust.md": "# Rust\n\nIron rusts when it reacts with oxygen and water to form iron oxide. "
+    "Antoine Lavoisier named oxygen.",
 }
 WAIT = 240
 
@@ -225,7 +227,7 @@ def test_a_stream_killed_inside_a_knowledge_write_restarts_with_its_knowledge(tm
     mentions = knowledge_layers.read_table(path, "mentions.parquet")
     assert set(mentions["doc_id"].to_pylist()) == {"owls.md", "bees.md", "rust.md"}
     seen = lambda chunks: True  # noqa: E731
-    assert load_knowledge(path).resolve("iron oxide", seen)
+    assert load_knowledge(path).resolve("Antoine Lavoisier", seen)
 
 
 def compactions(root: Path) -> list[int]:

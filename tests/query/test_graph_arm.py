@@ -122,6 +122,45 @@ def test_the_longest_name_claims_its_words():
     assert [s.name for s in alone] == ["Society"]
 
 
+def test_a_description_stated_of_a_thing_seeds_the_thing():
+    # "Omega Society is a learned society of beekeepers" (c1): the description is a
+    # literal, no entity, but a question that refers to the society by it seeds it.
+    layer = _layer()
+    layer.relations = Surface(
+        ids=["r1", "r2"],
+        texts=["Ada Quill president of Omega Society", "Omega Society is a beekeepers' guild"],
+        chunk_ids=[["c2"], ["c1"]],
+        index=None,
+    )
+    layer.subjects, layer.objects = [2, 1], [1, -1]
+    layer.predicates, layer.categories = ["president of", "is_a"], ["role", "definition"]
+    layer.object_texts = ["Omega Society", "learned beekeepers' guild"]
+    question = "Who was the first president of the learned beekeepers' guild?"
+    seeds = entity_seeds(layer, _graph(layer), question)
+    assert [(s.name, s.surface) for s in seeds] == [
+        ("Omega Society", "the learned beekeepers' guild")
+    ]
+    walk = graph_arm(layer, _graph(layer), question, [], 10)
+    assert {CHUNKS[h.row] for h in walk.hits[:2]} == {"c1", "c2"}
+    # Stated only in a chunk the caller may not see, it seeds nothing.
+    hidden = _graph(layer, np.array([1, 2, 3, 4]))
+    assert entity_seeds(layer, hidden, question) == []
+    # One word says what kind of thing, not which: "Who led the guild?" seeds nothing.
+    layer.object_texts = ["Omega Society", "guild"]
+    layer.walk_graphs.clear()
+    assert entity_seeds(layer, _graph(layer), "Who led the guild?") == []
+    layer.object_texts = ["Omega Society", "learned beekeepers' guild"]
+    layer.walk_graphs.clear()
+    # A description that is also an alias links the entity it names, not the described.
+    named = _layer([*ENTITIES, ("learned beekeepers' guild", ["c3"])])
+    named.relations, named.subjects, named.objects = layer.relations, [2, 1], [1, -1]
+    named.predicates, named.categories = layer.predicates, layer.categories
+    named.object_texts = layer.object_texts
+    assert [s.name for s in entity_seeds(named, _graph(named), question)] == [
+        "learned beekeepers' guild"
+    ]
+
+
 def _lexical(tmp_path, texts):
     build_bm25(texts, config=LexicalConfig()).save(str(tmp_path))
     return LexicalIndex.open(str(tmp_path), LexicalConfig(), rows=len(texts))

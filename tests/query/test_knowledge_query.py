@@ -213,7 +213,7 @@ def test_the_layer_holds_what_the_tables_say_row_by_row(bundle):
         if relation["category"] in FUNCTIONAL_CATEGORIES:
             for chunk in relation["chunk_ids"]:
                 functional.setdefault(chunk, []).append(r)
-    assert dict(layer.aliases) == aliases and len(aliases) > 20
+    assert dict(layer.aliases) == aliases and len(aliases) >= 10
     assert layer.aliases.get("upi") == aliases["upi"]
     assert layer.subjects == subjects and layer.objects == objects
     assert dict(layer.adjacency) == adjacency and functional

@@ -116,7 +116,7 @@ def test_copula_appositive_and_verb_patterns(nlp):
 
 def test_spans_index_the_document_and_sentences_contain_their_relations(nlp):
     prefix = "Intro paragraph that is not part of this chunk.\n\n"
-    text = "Aspirin inhibits cyclooxygenase enzymes in platelets. Platelets are blood cells."
+    text = "The Bayer company sells aspirin in Germany. Germany is a member of the EU."
     document = prefix + text
     chunk = chunk_of(text, offset=len(prefix))
     mentions, statements = extract_from_doc(nlp(text), chunk)
@@ -142,8 +142,8 @@ def test_cooccurrence_is_weak_and_separately_typed(nlp):
 def test_extract_transform_emits_mentions_statements_and_acronyms():
     register_coders()
     texts = [
-        "High body mass index (BMI) raises the risk of type 2 diabetes.",
-        "Metformin lowers blood glucose in adults with type 2 diabetes.",
+        "In Boston, high body mass index (BMI) raises the risk of Type 2 Diabetes Mellitus.",
+        "Merck sells Metformin to adults with Type 2 Diabetes Mellitus.",
     ]
     chunks = [chunk_of(t, doc_id=f"d{i}") for i, t in enumerate(texts)]
     with TestPipeline() as p:
@@ -165,7 +165,7 @@ def test_extract_transform_emits_mentions_statements_and_acronyms():
         norms = rows[MENTIONS] | "Norms" >> beam.Map(lambda m: m.norm) | "D1" >> beam.Distinct()
         assert_that(
             norms | "Diabetes" >> beam.Filter(lambda n: n.startswith("type 2")),
-            equal_to(["type 2 diabetes"]),
+            equal_to(["type 2 diabetes mellitus"]),
             label="Mentions",
         )
         ids = rows[STATEMENTS] | "Ids" >> beam.Map(lambda s: s.chunk_id)
@@ -247,12 +247,13 @@ def test_helper_processes_give_exactly_the_in_process_output(nlp):
 _LEMMA_TEXTS = [
     # Inflected verbs, a phrasal verb, passives, "must", limits "per" a noun,
     # temporal and part-of prepositions: every path that reads a lemma.
-    "The committee set up a registry of patients and was funded by the ministry.",
-    "Banks must comply with the regulations during audits.",
-    "Transfers were capped at Rs 500 per transaction since 2021.",
-    "The cohorts included women within the trials and exhibited higher rates.",
-    "Mice lacking the receptors developed tumours after irradiation.",
-    "The vaccine was approved by regulators and contains adjuvants.",
+    # Subjects are named (a plain noun phrase is no entity, so it states nothing).
+    "The Ethics Committee set up a Patient Registry and was funded by the Health Ministry.",
+    "HDFC Bank must comply with the RBI Regulations during audits.",
+    "UPI Lite transfers were capped at Rs 500 per transaction since 2021.",
+    "The Framingham cohorts included women within the WHI trials and exhibited higher rates.",
+    "BALB/c mice lacking the TLR4 receptors developed tumours after irradiation.",
+    "The Pfizer vaccine was approved by the FDA and contains Matrix-M adjuvants.",
 ]
 
 
@@ -305,7 +306,7 @@ def test_file_names_paths_urls_and_identifiers_are_their_own_kind(nlp):
 
 
 def test_mention_ids_stay_unique_when_technical_labels_coincide(nlp, monkeypatch):
-    import algorithms.extract as extract
+    import algorithms.mentions as extract
 
     assert extract.technical_label("S/G2/M-phase") is None  # a cell-cycle phase, no path
     assert extract.technical_label("TCP/IP/UDP") is None
@@ -313,6 +314,8 @@ def test_mention_ids_stay_unique_when_technical_labels_coincide(nlp, monkeypatch
     # mentions at one offset. Even if both read as one technical kind, their ids differ.
     text = "The treated cells arrested at the S/G2/M-phase of the cell-cycle."
     monkeypatch.setattr(extract, "technical_label", lambda _text: "CODE")
+    # "S/G2/M" ends inside "S/G2/M-phase", so the real rules reject it as a cut word.
+    monkeypatch.setattr(extract, "whole_words", lambda _before, _after: True)
     mentions, _ = extract_from_doc(nlp(text), chunk_of(text))
     starts = [m.start for m in mentions]
     assert len(starts) > len(set(starts))  # the case this test is about
