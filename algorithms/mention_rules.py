@@ -194,12 +194,18 @@ def whole_words(before: str, after: str) -> bool:
     return (not before or before in _LEFT_EDGE) and (not after or after in _RIGHT_EDGE)
 
 
-def common_word(word: str, zipf: float = COMMON_ZIPF) -> bool:
-    """Whether ``word`` is a common English word: at least ``zipf`` on wordfreq's scale
-    (see :data:`COMMON_ZIPF`)."""
+def zipf(word: str) -> float:
+    """``word``'s frequency in general English on wordfreq's Zipf scale, case ignored
+    (wordfreq is imported on first use: the read path never needs it)."""
     from wordfreq import zipf_frequency
 
-    return zipf_frequency(word.lower(), "en") >= zipf
+    return zipf_frequency(word.lower(), "en")
+
+
+def common_word(word: str, threshold: float = COMMON_ZIPF) -> bool:
+    """Whether ``word`` is a common English word: at least ``threshold`` on wordfreq's
+    scale (see :data:`COMMON_ZIPF`)."""
+    return zipf(word) >= threshold
 
 
 def clean_surface(text: str, before: str, after: str, *, phrase: bool = False) -> bool:
@@ -241,15 +247,13 @@ def common_alone(span: Any, block: str = "") -> bool:
     alone as its sentence or its ``block`` (a table cell, see :data:`LABEL_ZIPF`)."""
     if len(span) != 1 or not _plain_word(span.text):
         return False
-    from wordfreq import zipf_frequency
-
-    zipf = zipf_frequency(span.text.lower(), "en")
+    frequency = zipf(span.text)
     alone = sum(1 for t in span[0].sent if t.is_alpha) == 1 or len(block.split()) == 1
-    if alone and zipf >= LABEL_ZIPF:
+    if alone and frequency >= LABEL_ZIPF:
         return True
-    if span.text.isupper() and len(span.text) >= SHOUTED_LENGTH and zipf >= LABEL_ZIPF:
+    if span.text.isupper() and len(span.text) >= SHOUTED_LENGTH and frequency >= LABEL_ZIPF:
         return True  # "WARRANTY": an English word in capitals, too long for an acronym
-    return zipf >= COMMON_ZIPF and (span.text.isupper() or span[0].pos_ != "PROPN")
+    return frequency >= COMMON_ZIPF and (span.text.isupper() or span[0].pos_ != "PROPN")
 
 
 def common_opening(span: Any, block: Block, *, named: bool) -> bool:
@@ -268,10 +272,8 @@ def common_opening(span: Any, block: Block, *, named: bool) -> bool:
     placed = opens_block and block.kind in ("cell", "item", "heading")
     if not placed and (named or not (opens_sentence or opens_block)):
         return False
-    from wordfreq import zipf_frequency
-
     word = span.text.lower()
-    if max(zipf_frequency(word, "en"), zipf_frequency(singular(word), "en")) < LABEL_ZIPF:
+    if max(zipf(word), zipf(singular(word))) < LABEL_ZIPF:
         return False  # "Mailboxes" is as common as "mailbox"
     inside = re.compile(rf"[a-z,;][ \t]+{re.escape(span.text)}\b")
     return inside.search(text) is None
@@ -285,10 +287,8 @@ words, not a name."""
 
 def common_words(text: str) -> bool:
     """Whether every word of ``text`` is a general English word (see :data:`TITLE_ZIPF`)."""
-    from wordfreq import zipf_frequency
-
     words = re.findall(r"[^\W\d_]+", text)
-    return bool(words) and all(zipf_frequency(w.lower(), "en") >= TITLE_ZIPF for w in words)
+    return bool(words) and all(common_word(w, TITLE_ZIPF) for w in words)
 
 
 def _plain_word(text: str) -> bool:
@@ -359,13 +359,12 @@ def title_words_trimmed(span: Any) -> int:
     common words (verbs, nouns: not proper nouns) are dropped, when a rare word or an
     identifier follows ("Discuss PyYAML" -> "PyYAML", "Parsing DTDs" -> "DTDs"); else
     its start."""
-    from wordfreq import zipf_frequency
 
     def rare(token: Any) -> bool:
         text = token.text
         if not any(ch.isalpha() for ch in text):
             return False
-        return _name_token(token, title=True) or zipf_frequency(text.lower(), "en") < TITLE_ZIPF
+        return _name_token(token, title=True) or not common_word(text, TITLE_ZIPF)
 
     start = span.start
     while start < span.end - 1 and span.doc[start].is_alpha and not rare(span.doc[start]):

@@ -12,6 +12,7 @@ xsltParseGlobalParam"). Statements over these mentions are :mod:`algorithms.extr
 from typing import Any
 
 from algorithms.mention_rules import (
+    LABEL_ZIPF,
     Block,
     block_of,
     clean_surface,
@@ -167,7 +168,7 @@ def _ends_in_a_common_word(span: Any) -> bool:
     if len(span) < 3 or span[-2].text != "-" or span[-2].whitespace_:
         return False
     last = span[-1]
-    return last.is_alpha and last.text.islower() and common_word(last.text, 3.0)
+    return last.is_alpha and last.text.islower() and common_word(last.text, LABEL_ZIPF)
 
 
 def _recurs(text: str, full: str, block: Block) -> bool:
