@@ -9,32 +9,38 @@ and an identifier glued to other words is a mention alone ("void
 xsltParseGlobalParam"). Statements over these mentions are :mod:`algorithms.extract`.
 """
 
+import re
 from typing import Any
 
-from algorithms.mention_rules import (
-    LABEL_ZIPF,
-    Block,
-    block_of,
-    clean_surface,
+from algorithms.capitals import (
     common_alone,
     common_opening,
-    common_word,
     common_words,
+    opening_words_trimmed,
+    title_words_trimmed,
+    titled,
+    written_as_words,
+)
+from algorithms.mention_rules import (
+    LABEL_ZIPF,
+    clean_surface,
+    code_like,
+    common_word,
     lower_case_entity,
     modifiers_trimmed,
     name_word,
     names_something,
+    plural_acronym,
     relabelled,
     technical_label,
-    text_blocks,
-    title_words_trimmed,
-    titled,
     whole_words,
 )
 from algorithms.normalize import normalize_surface
+from algorithms.text_blocks import Block, block_of, text_blocks
 from schemas import Chunk, Mention, stable_id
 
 NOUN_CHUNK = "NOUN_CHUNK"
+_VERB_TAGS = frozenset({"VB", "VBD", "VBG", "VBN", "VBZ", "VBP"})
 # Entity labels that are values, not things: they become literals, never entities.
 VALUE_LABELS = frozenset({"DATE", "TIME", "CARDINAL", "ORDINAL", "QUANTITY", "PERCENT", "MONEY"})
 _STRIP_LEAD = frozenset({"DET", "PRON", "PUNCT", "CCONJ", "PART", "ADV", "INTJ", "SCONJ"})
@@ -134,7 +140,7 @@ def _label(span: Any, found: str, block: Block, *, title: bool) -> str | None:
     """The mention label of a candidate span inside ``block``, or None where it is no
     mention: it sits in code without being an identifier, or is not a name (``title``:
     its sentence or block is a heading or in title case, see
-    :func:`algorithms.mention_rules.titled`)."""
+    :func:`algorithms.capitals.titled`)."""
     text = span.text
     full = span.doc.text
     before = full[span.start_char - 1] if span.start_char > block.start else ""
@@ -146,6 +152,10 @@ def _label(span: Any, found: str, block: Block, *, title: bool) -> str | None:
     if block.kind == "code" or not clean_surface(text, before, after, phrase=found == NOUN_CHUNK):
         return None
     label = relabelled(text, found)
+    if written_as_words(span):
+        return None
+    if _opens_with_a_verb(span, found) and not _recurs(text, full, block):
+        return None  # "Updating GNOME", "Declare Build-Depends": a title or an instruction
     if found == NOUN_CHUNK:
         return label
     if common_alone(span, full[block.start : block.end]):
@@ -156,10 +166,16 @@ def _label(span: Any, found: str, block: Block, *, title: bool) -> str | None:
         return None
     if title and common_words(text) and not _recurs(text, full, block):
         return None
-    if _ends_in_a_common_word(span):
-        return None  # "Cachegrind-specific", "Non-integer": a name ends in a name
+    if _ends_in_a_common_word(span) or _ends_in_a_class(span):
+        return None  # "Cachegrind-specific", "Google APIs": a name ends in a name
     heading = full[block.start : block.end].lstrip().startswith("#")
     return None if heading and not names_something(span, title=True) else label
+
+
+def _opens_with_a_verb(span: Any, found: str) -> bool:
+    """Whether a span of several words opens with a word the tagger reads as a verb (not
+    in the title of a work: "Gone with the Wind")."""
+    return len(span) > 1 and span[0].tag_ in _VERB_TAGS and found != "WORK_OF_ART"
 
 
 def _ends_in_a_common_word(span: Any) -> bool:
@@ -171,6 +187,12 @@ def _ends_in_a_common_word(span: Any) -> bool:
     return last.is_alpha and last.text.islower() and common_word(last.text, LABEL_ZIPF)
 
 
+def _ends_in_a_class(span: Any) -> bool:
+    """Whether an entity span ends in an acronym in the plural, a class of things
+    ("Google APIs", "AWS SDKs"; see :func:`algorithms.mention_rules.plural_acronym`)."""
+    return plural_acronym(span[-1].text)
+
+
 def _recurs(text: str, full: str, block: Block) -> bool:
     """Whether ``text`` stands in ``full`` outside ``block`` too: a title's words that
     recur in the running text are a name ("Indicates Void" titling its own page)."""
@@ -178,7 +200,8 @@ def _recurs(text: str, full: str, block: Block) -> bool:
 
 
 def _bounded(doc: Any, start: int, end: int, found: str, blocks: list[Block]) -> Any:
-    """``(span, block, title)`` of a candidate, its noun phrase's leading lower-case
+    """``(span, block, title, owned)`` of a candidate (``owned``: where the tokens its
+    mention covers end, at or after the span's end), its noun phrase's leading lower-case
     modifiers dropped; where it crosses blocks ("Mercyful Fate\\n\\nMercyful Fate is"),
     its part in the block of its last word; None where nothing is left."""
     last = doc[end - 1]
@@ -207,7 +230,28 @@ def _bounded(doc: Any, start: int, end: int, found: str, blocks: list[Block]) ->
         start = title_words_trimmed(doc[start:end])
     if found == NOUN_CHUNK:
         start = modifiers_trimmed(doc[start:end], title=title)
-    return doc[start:end], block, title
+        if _opens(doc[start], block):
+            start = opening_words_trimmed(doc[start:end])
+    while start < end - 1 and _no_word(doc[start]):
+        start += 1  # "3 - Legacy" without its number is "Legacy", not "- Legacy"
+    owned = end  # another name ends there too when common words follow ("Python 2
+    # modules" -> "Python 2"); the words it drops still belong to its mention, so a
+    # statement whose subject is "BALB/c mice" keeps "BALB/c" as its subject
+    while found != NOUN_CHUNK and end - 1 > start and _common_tail(doc, end):
+        end -= 1
+    return doc[start:end], block, title, owned
+
+
+def _common_tail(doc: Any, end: int) -> bool:
+    """Whether the last word before ``end`` is a lower-case common English word set off
+    by a space (see :data:`algorithms.mention_rules.LABEL_ZIPF`)."""
+    last = doc[end - 1]
+    return (
+        last.is_alpha
+        and last.text.islower()
+        and bool(doc[end - 2].whitespace_)
+        and common_word(last.text, LABEL_ZIPF)
+    )
 
 
 Owner = list[int | str]
@@ -219,7 +263,7 @@ def find_mentions(doc: Any, chunk: Chunk) -> tuple[list[Mention], Owner]:
     """Mentions of a parsed chunk and, per token, what covers it (see :data:`Owner`;
     named entities take precedence over noun phrases).
 
-    No mention crosses a block of the chunk (:func:`algorithms.mention_rules.text_blocks`);
+    No mention crosses a block of the chunk (:func:`algorithms.text_blocks.text_blocks`);
     inside code only identifiers, paths and URLs are mentions; a noun phrase is a
     mention only when it names something (:func:`algorithms.mention_rules.names_something`).
     """
@@ -227,18 +271,17 @@ def find_mentions(doc: Any, chunk: Chunk) -> tuple[list[Mention], Owner]:
     mentions: list[Mention] = []
     owner: Owner = [-1] * len(doc)
     accepted: list[tuple[Any, str, str]] = []  # (span, spaCy's kind, label), in order
+    tails: dict[tuple[int, int], int] = {}  # a span's end -> the end of what it covers
     order = sorted(_candidates(doc).items(), key=lambda kv: (kv[1] != NOUN_CHUNK, kv[0]))
     for (first, end), found in order:
         bounded = _bounded(doc, first, end, found, blocks)
         if bounded is None:
             continue
-        span, block, title = bounded
-        if _glued_code(span):
-            for token in span:  # "void xsltParseGlobalParam": the identifier alone
-                code = technical_label(token.text)
-                alone = doc[token.i : token.i + 1]
-                if code and _label(alone, found, block, title=title):
-                    accepted.append((alone, f"{found}/{code}", code))
+        span, block, title, owned = bounded
+        if owned > span.end:
+            tails[(span.start, span.end)] = owned
+        if _glued_code(span) or _side_by_side(span):
+            accepted.extend(_each_alone(span, found, block, title=title))
             continue
         norm = normalize_surface(span.text)
         label = _label(span, found, block, title=title) if norm else None
@@ -250,7 +293,9 @@ def find_mentions(doc: Any, chunk: Chunk) -> tuple[list[Mention], Owner]:
             for i in range(first, end):  # the whole phrase, modifiers included
                 owner[i] = doc[first:end].text
             name = None if alone else _modifying_name(span, title=title)
-            if name is not None and _plain_name(name, found, block, title=title):
+            if name is not None and _side_by_side(name):
+                accepted.extend(_each_alone(name, found, block, title=title))
+            elif name is not None and _plain_name(name, found, block, title=title):
                 accepted.append((name, f"{found}/name", NOUN_CHUNK))
             continue
         accepted.append((span, found, label))
@@ -263,6 +308,8 @@ def find_mentions(doc: Any, chunk: Chunk) -> tuple[list[Mention], Owner]:
             continue  # an identifier of a glued phrase that is a mention already
         seen.add((span.start, span.end))
         _add(mentions, owner, chunk, span, found, label)
+        for i in range(span.end, tails.get((span.start, span.end), span.end)):
+            owner[i] = len(mentions) - 1
     return mentions, owner
 
 
@@ -306,6 +353,44 @@ def _glued_code(span: Any) -> bool:
         and not technical_label(span.text)
         and any(technical_label(t.text) for t in span)
     )
+
+
+def _each_alone(span: Any, found: str, block: Block, *, title: bool) -> list[tuple]:
+    """``(span, kind, label)`` of each word of a glued or side-by-side run that is a
+    mention alone: an identifier, path or URL ("void xsltParseGlobalParam"), or an
+    acronym or identifier that is a name ("xmlSAXHandlerPtr SAX")."""
+    out = []
+    for token in span:
+        alone = span.doc[token.i : token.i + 1]
+        code = technical_label(token.text)
+        if code and _label(alone, found, block, title=title):
+            out.append((alone, f"{found}/{code}", code))
+        elif not code and _named_alone(alone, found, block, title=title):
+            out.append((alone, f"{found}/name", relabelled(token.text, found)))
+    return out
+
+
+def _named_alone(span: Any, found: str, block: Block, *, title: bool) -> bool:
+    """Whether one word of a run of names side by side is a name of its own."""
+    return (
+        code_like(span.text)
+        and name_word(span[0], title=title)
+        and _plain_name(span, found, block, title=title)
+    )
+
+
+def _opens(token: Any, block: Block) -> bool:
+    """Whether ``token`` opens its sentence or its block (no letter before it there)."""
+    before = token.doc.text[block.start : token.idx]
+    return token.is_sent_start or not re.search(r"[^\W\d_]", before)
+
+
+def _side_by_side(span: Any) -> bool:
+    """Names side by side, or joined by "and", "+" or "/", with no lower-case word: two
+    or more of them acronyms or identifiers ("D1 and LL", "PARAMNAME PARAMVALUE",
+    "xmlSAXHandlerPtr SAX", "GNU ClasspathX"): each is a name, the run is none."""
+    words = [w for w in re.split(r"[\s/+]+", span.text) if w not in ("", "and", "or")]
+    return not any(w.islower() for w in words) and sum(code_like(w) for w in words) >= 2
 
 
 def _add(
