@@ -45,7 +45,8 @@ written loud ("WARRANTY"), not an acronym ("HTML", "UNIX")."""
 def common_alone(span: Any, block: str = "") -> bool:
     """A one-word span that is a common English word and no proper noun ("Description",
     "Indicates"; "HELP" in capitals), unlike "Boston", or a plain word that stands
-    alone as its sentence or its ``block`` (a table cell, see :data:`LABEL_ZIPF`)."""
+    alone as its sentence or its ``block`` (a table cell, see
+    :data:`algorithms.mention_rules.LABEL_ZIPF`)."""
     if len(span) != 1 or not plain_word(span.text):
         return False
     frequency = zipf(span.text)
@@ -83,11 +84,15 @@ _CLAUSE_MARK = re.compile(r"(?:[\w*_`)\]]:|>)[ \t]+$")
 
 def common_opening(span: Any, block: Block, *, named: bool) -> bool:
     """A one-word span whose capital is only its place's: it opens a table cell, a list
-    item or a heading ("List all sandboxes"), or its sentence ("Relax hardcoded
-    limits", "Installation of pythonX.Y shall ..."), where ``named`` (spaCy's entity
-    label on a word its tagger reads as a proper noun: "Copenhagen is ...") does not
-    vouch for it; is a common English word (see :data:`LABEL_ZIPF`); and nowhere in its
-    chunk is capitalized inside a sentence."""
+    item or a heading ("List all sandboxes"), or its sentence or a clause after a
+    label's colon or a signature's type ("Relax hardcoded limits", "Note: Activation
+    ..."), where ``named`` (spaCy's entity label on a word its tagger reads as a proper
+    noun: "Copenhagen is ...") does not vouch for it unless the chunk writes the word in
+    lower case; is a common English word (see
+    :data:`algorithms.mention_rules.LABEL_ZIPF`), a plural the tagger reads as a common
+    noun ("Subtrees allow ..."), or a word the chunk's prose writes in lower case
+    ("Sandbox images ... each sandbox"); and nowhere in its chunk is capitalized after a
+    lower-case word."""
     if len(span) != 1 or not plain_word(span.text) or span.text.isupper():
         return False
     token, text = span[0], span.doc.text
@@ -118,9 +123,10 @@ def common_opening(span: Any, block: Block, *, named: bool) -> bool:
 
 
 def written_as_words(span: Any) -> bool:
-    """Whether a capitalized span of common English words (see :data:`LABEL_ZIPF`) is
-    written in lower case elsewhere in its chunk: the words capitalized for emphasis or
-    as a defined term ('the "Software"', "the attribute Name"), not a name."""
+    """Whether a capitalized span of common English words (see
+    :data:`algorithms.mention_rules.LABEL_ZIPF`) is written in its chunk's prose as a
+    common noun after a determiner ('the "Software"' ... "this software"): the words
+    capitalized for emphasis or as a defined term, not a name."""
     words = [t.text for t in span if not t.is_punct]
     if not words or not all(w.isalpha() and w[0].isupper() and w[1:].islower() for w in words):
         return False
@@ -146,7 +152,8 @@ def written_lower(word: str, text: str) -> bool:
 
 
 def common_words(text: str) -> bool:
-    """Whether every word of ``text`` is a general English word (see :data:`TITLE_ZIPF`)."""
+    """Whether every word of ``text`` is a general English word (see
+    :data:`algorithms.mention_rules.TITLE_ZIPF`)."""
     words = re.findall(r"[^\W\d_]+", text)
     return bool(words) and all(common_word(w, TITLE_ZIPF) for w in words)
 

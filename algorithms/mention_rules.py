@@ -215,7 +215,8 @@ def names_something(tokens: Any, *, title: bool = False) -> bool:
     """Whether a noun phrase (a spaCy span) names something: its head word is a name
     (see the module docstring). "EdDSA", "Shelley Vohr" and "Node.js" are;
     "Python scripts" and "XML declaration" are not: their name only modifies a
-    common noun. In a ``title`` (see :func:`titled`) only a word's shape shows a name.
+    common noun. In a ``title`` (see :func:`algorithms.capitals.titled`) only a word's
+    shape shows a name.
     """
     return _name_token(tokens.root, title=title)
 
