@@ -182,11 +182,11 @@ def step_window(work: str, config: Any, seed: int) -> dict[str, Any]:
     ]
     return {
         "parent_open_s": round(parent_open, 3),
-        "window_update_s": round(seconds, 3),
+        "window_update_s": round(seconds, 4),
         "window_update_cold_s": round(cold_s, 3),
         "window_bytes_written": written,
-        "reader_reopen_s": round(reopen_s, 3),
-        "reader_reopen_cold_s": round(reopen_cold, 3),
+        "reader_reopen_s": round(reopen_s, 4),
+        "reader_reopen_cold_s": round(reopen_cold, 4),
         "window_mentions": sum(len(b) for b in rows["mentions"]),
         "window_statements": sum(len(b) for b in rows["statements"]),
         "layered_tables": layered,

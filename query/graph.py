@@ -213,6 +213,7 @@ def walk_graph(
     per visible set and kept on the layer. ``titles`` gives each chunk row's document
     title (:func:`chunk_titles`), called only when the graph is built: with it, an
     entity also leads to the document titled with its name."""
+    layer = layer.folded()
     key = None if visible_rows is None else hashlib.sha256(visible_rows.tobytes()).hexdigest()
     with _LOCK:
         cached = layer.walk_graphs.get(key)
@@ -419,6 +420,7 @@ def entity_seeds(
     chunks whose text holds the n-gram's words, whichever is more: a word like "opera"
     that was extracted as an entity once but stands in many chunks says little. Past
     ``MAX_SEED_CHUNKS`` chunks, or with no indexed word, it is no seed."""
+    layer = layer.folded()  # the walk graph's rows
     words = _WORD.findall(query)
     claimed = [False] * len(words)
     found: dict[int, Seed] = {}
@@ -478,6 +480,7 @@ def graph_arm(
     (:func:`text_spread`) lets a seed's specificity count the chunks whose text holds
     the words that linked it.
     """
+    layer = layer.folded()
     seeds = entity_seeds(layer, graph, query, spread)
     seeds += chunk_seeds(graph, dense, sum(s.weight for s in seeds))
     if not seeds:

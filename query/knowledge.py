@@ -10,7 +10,7 @@ from an unresolved anchor.
 
 import os
 import threading
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 
 from algorithms.normalize import normalize_surface
 from query.columns import ArrowSequence, Grouped, list_items
+from store import storage
 from store.bundles import (
     COMMUNITIES,
     COMMUNITY_INDEX,
@@ -30,7 +31,15 @@ from store.bundles import (
     numbers,
 )
 from store.config import SEARCH_EXPANSION
-from store.knowledge_layers import has_table, read_table, table_schema
+from store.knowledge_layers import (
+    has_table,
+    is_layered,
+    layer_files,
+    read_file,
+    read_table,
+    table_schema,
+)
+from store.sorted_columns import increasing
 
 Visible = Callable[[Sequence[str]], bool]
 # Predicates whose object is a single value: two different objects for one subject contradict.
@@ -45,7 +54,7 @@ class Surface:
     texts: Sequence[str]
     chunk_ids: Sequence[list[str]]
     index: Any
-    row_of_key: dict[int, int] = field(default_factory=dict)
+    row_of_key: Mapping[int, int] = field(default_factory=dict)
 
     def search(self, vector: np.ndarray, depth: int, visible: Visible) -> list[tuple[int, float]]:
         """``(row, similarity)`` of the best visible rows, best first (ties by id)."""
@@ -53,11 +62,12 @@ class Surface:
             return []
         count = min(len(self.index), depth * 4)
         matches = self.index.search(vector, count)
+        rows = [self.row_of_key.get(int(key)) for key in matches.keys]
         hits = [
-            (self.row_of_key[int(key)], round(1.0 - float(dist), 6))
-            for key, dist in zip(matches.keys, matches.distances, strict=True)
+            (row, round(1.0 - float(dist), 6))
+            for row, dist in zip(rows, matches.distances, strict=True)
+            if row is not None and visible(self.chunk_ids[row])
         ]
-        hits = [(row, sim) for row, sim in hits if visible(self.chunk_ids[row])]
         hits.sort(key=lambda h: (-h[1], self.ids[h[0]]))
         return hits[:depth]
 
@@ -71,18 +81,33 @@ class KnowledgeLayer:
     entity_chunks: Sequence[list[str]]
     aliases: Mapping[str, list[int]]
     relations: Surface
-    subjects: list[int]
-    objects: list[int]
+    subjects: Sequence[int]
+    objects: Sequence[int]
     predicates: Sequence[str]
     object_texts: Sequence[str]
     categories: Sequence[str]
-    supports: list[int]
-    confidences: list[float]
+    supports: Sequence[int]
+    confidences: Sequence[float]
     communities: Surface
     adjacency: Mapping[int, list[int]]
-    functional: dict[str, list[int]] = field(default_factory=dict)
+    functional: Mapping[str, list[int]] = field(default_factory=dict)
     walk_graphs: dict[str | None, Any] = field(default_factory=dict, repr=False)
     """The graph arm's graphs by visible-row set (see :mod:`query.graph`), built on use."""
+    fold: Callable[[], "KnowledgeLayer"] | None = field(default=None, repr=False, compare=False)
+    """For a layer overlaid on its base's (:mod:`query.knowledge_overlay`): builds the
+    same layer whole, rows in id order; ``None`` for a whole layer."""
+    _whole: "KnowledgeLayer | None" = field(default=None, repr=False, compare=False)
+
+    def folded(self) -> "KnowledgeLayer":
+        """This layer with every row in id order and no dead rows: itself when whole; an
+        overlaid layer's whole twin, built on first use and kept (the walk graph needs
+        every row at once)."""
+        if self.fold is None:
+            return self
+        with _FOLD_LOCK:
+            if self._whole is None:
+                self._whole = self.fold()
+            return self._whole
 
     def resolve(self, anchor: str, visible: Visible) -> list[int]:
         """Entities an anchor names that have chunk evidence the caller may see."""
@@ -131,27 +156,44 @@ class KnowledgeLayer:
                 "predicate": predicate,
                 "objects": sorted(objects),
             }
-            for (subject, predicate), objects in sorted(groups.items())
+            for (subject, predicate), objects in sorted(
+                groups.items(), key=lambda item: (self.entity_ids[item[0][0]], item[0][1])
+            )
             if len(objects) > 1
         ]
 
 
-def _surface(path: str, table: str, index_file: str, id_col: str, text_col: str) -> Surface:
+_FOLD_LOCK = threading.Lock()
+Reader = Callable[[str, list[str]], pa.Table]
+"""Reads columns of one knowledge table (by its file name) of the layer being built."""
+SURFACE_COLUMNS = {
+    RELATIONS: ("relation_id", "summary", "chunk_ids"),
+    COMMUNITIES: ("community_id", "report", "evidence_chunk_ids"),
+}
+"""Each surface table's id, text and evidence-chunk columns."""
+
+
+def index_file_view(path: str, index_file: str | None) -> Any:
+    """The HNSW file ``index_file`` of the generation at ``path``, memory-mapped."""
     from usearch.index import Index
 
-    chunk_col = "evidence_chunk_ids" if table == COMMUNITIES else "chunk_ids"
-    data = read_table(path, table, [id_col, text_col, chunk_col, "ann_key"])
-    index = None
-    if os.path.exists(os.path.join(path, index_file)):
-        index = Index.restore(os.path.join(path, index_file), view=True)
-        if index is not None:
-            index.expansion_search = SEARCH_EXPANSION  # type: ignore[misc]  # settable at run time
+    if index_file is None or not os.path.exists(os.path.join(path, index_file)):
+        return None
+    index = Index.restore(os.path.join(path, index_file), view=True)
+    if index is not None:
+        index.expansion_search = SEARCH_EXPANSION  # type: ignore[misc]  # settable at run time
+    return index
+
+
+def _surface(read: Reader, path: str, table: str, index_file: str | None) -> Surface:
+    id_col, text_col, chunk_col = SURFACE_COLUMNS[table]
+    data = read(table, [id_col, text_col, chunk_col, "ann_key"])
     keys = numbers(data.column("ann_key")).tolist()
     return Surface(
         ids=ArrowSequence(data.column(id_col)),
         texts=ArrowSequence(data.column(text_col)),
         chunk_ids=ArrowSequence(data.column(chunk_col)),
-        index=index,
+        index=index_file_view(path, index_file),
         row_of_key=dict(zip(keys, range(len(keys)), strict=True)),
     )
 
@@ -242,26 +284,124 @@ def _entity_rows(ids: Any, entity_ids: Any) -> np.ndarray:
     return numbers(found.cast(pa.int64()))
 
 
+LAYERS = (ENTITIES, RELATIONS, COMMUNITIES)
+"""The tables a reader builds the layer from."""
+HELD_BASES = 2
+"""Layers kept to overlay later generations on (a stream's reader needs one: the base
+every window since the last fold was written over)."""
+_HELD: "OrderedDict[tuple[Any, ...], KnowledgeLayer]" = OrderedDict()
+_HELD_LOCK = threading.Lock()
+
+
 def load_knowledge(path: str) -> KnowledgeLayer | None:
     """The knowledge layer of the bundle at ``path``, or ``None`` if it was built without.
 
     Columns stay Arrow arrays behind :class:`query.columns.ArrowSequence` and the alias
     and adjacency indexes are numpy arrays (:class:`query.columns.Grouped`), so opening
-    costs a few vectorized passes, not a Python object per row.
+    costs a few vectorized passes, not a Python object per row. A generation written as
+    its parent's base and a delta, opened by a process that built the layer of that base
+    (it opened the parent), is that layer overlaid with the delta
+    (:mod:`query.knowledge_overlay`): the open reads and builds only what changed.
 
     Raises:
         ValueError: a relation's subject is not one of the entities.
     """
     if not has_table(path, ENTITIES):
         return None
+    key = _base_key(path)
+    if key is None:
+        return whole_layer(path)
+    if any(is_layered(path, t) for t in LAYERS):
+        base = _held(key)
+        if base is None:
+            base = _hold(key, _build(path, _base_tables(path), with_indexes=False))
+        from query.knowledge_overlay import overlaid
+
+        found = overlaid(base, path)
+        if found is not None:
+            return found
+        return whole_layer(path)
+    return _hold(key, whole_layer(path))
+
+
+def _base_key(path: str) -> tuple[Any, ...] | None:
+    """The identity of the files the layer's base is read from (each table's base when
+    it is layered, the table itself when not), or ``None`` off a local disk."""
+    if storage.is_remote(path):
+        return None
+    key: list[Any] = []
+    for table in LAYERS:
+        name = layer_files(table)[0] if is_layered(path, table) else table
+        try:
+            st = os.stat(os.path.join(path, name))
+        except FileNotFoundError:
+            return None
+        key.append((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(key)
+
+
+def _held(key: tuple[Any, ...]) -> KnowledgeLayer | None:
+    with _HELD_LOCK:
+        layer = _HELD.get(key)
+        if layer is not None:
+            _HELD.move_to_end(key)
+        return layer
+
+
+def _hold(key: tuple[Any, ...], layer: KnowledgeLayer) -> KnowledgeLayer:
+    """Keep ``layer`` as the base of later generations over the same files (when its ids
+    are in order, as every written table's are)."""
+    if all(
+        increasing(ids)
+        for ids in (
+            layer.entity_ids.arrow,  # type: ignore[attr-defined]
+            layer.relations.ids.arrow,  # type: ignore[attr-defined]
+            layer.communities.ids.arrow,  # type: ignore[attr-defined]
+        )
+    ):
+        with _HELD_LOCK:
+            _HELD[key] = layer
+            _HELD.move_to_end(key)
+            while len(_HELD) > HELD_BASES:
+                _HELD.popitem(last=False)
+    return layer
+
+
+def drop_held() -> None:
+    """Forget the layers kept as bases: the next open of a layered generation builds its
+    base's layer again (tests; a process that wants the memory back)."""
+    with _HELD_LOCK:
+        _HELD.clear()
+
+
+def whole_layer(path: str) -> KnowledgeLayer:
+    """The layer at ``path`` built over every row of its tables (folded when layered)."""
+    return _build(path, _whole_tables(path), with_indexes=True)
+
+
+def _whole_tables(path: str) -> Reader:
+    return lambda name, columns: read_table(path, name, columns)
+
+
+def _base_tables(path: str) -> Reader:
+    def read(name: str, columns: list[str]) -> pa.Table:
+        layered = is_layered(path, name)
+        return read_file(os.path.join(path, layer_files(name)[0] if layered else name), columns)
+
+    return read
+
+
+def _build(path: str, read: Reader, *, with_indexes: bool) -> KnowledgeLayer:
+    """The layer from the tables ``read`` gives, every structure built over every row;
+    with ``with_indexes``, the generation's HNSW files for its surfaces."""
     stored = "alias_norms" in table_schema(path, ENTITIES).names
-    entities = read_table(
-        path, ENTITIES, ["entity_id", "name", "chunk_ids", "alias_norms" if stored else "aliases"]
+    entities = read(
+        ENTITIES, ["entity_id", "name", "chunk_ids", "alias_norms" if stored else "aliases"]
     )
     entity_ids = entities.column("entity_id").combine_chunks()
-    relations = _surface(path, RELATIONS, RELATION_INDEX, "relation_id", "summary")
+    relations = _surface(read, path, RELATIONS, RELATION_INDEX if with_indexes else None)
     columns = ["subject_id", "object_id", "predicate", "object_text", "category", "support"]
-    meta = read_table(path, RELATIONS, [*columns, "confidence"])
+    meta = read(RELATIONS, [*columns, "confidence"])
     subjects = _entity_rows(meta.column("subject_id"), entity_ids)
     if len(subjects) and subjects.min() < 0:
         missing = meta.column("subject_id")[int(np.argmin(subjects))].as_py()
@@ -290,7 +430,7 @@ def load_knowledge(path: str) -> KnowledgeLayer | None:
         categories=ArrowSequence(categories),
         supports=numbers(meta.column("support")).tolist(),
         confidences=numbers(meta.column("confidence")).tolist(),
-        communities=_surface(path, COMMUNITIES, COMMUNITY_INDEX, "community_id", "report"),
+        communities=_surface(read, path, COMMUNITIES, COMMUNITY_INDEX if with_indexes else None),
         adjacency=adjacency_index(subjects, objects, len(entity_ids)),
         functional=dict(functional),
     )

@@ -61,7 +61,7 @@ def _passages(layer: KnowledgeLayer, graph: WalkGraph, name: str) -> tuple[list[
     """A name's own passages (the visible chunks of the document titled with it) and the
     entity nodes with visible chunks it names."""
     page = graph.pages.get(normalize_surface(_DISAMBIGUATION.sub("", name)), [])
-    named = layer.aliases.get(normalize_surface(name), [])
+    named = layer.folded().aliases.get(normalize_surface(name), [])
     return list(page), [e for e in named if graph.chunk_counts[e] > 0]
 
 

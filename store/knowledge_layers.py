@@ -132,13 +132,15 @@ def _size(*paths: str) -> int:
     return 4 * sum(os.path.getsize(p) for p in paths if not storage.is_remote(p))
 
 
-def _positions(ids: pa.Array, wanted: pa.Array) -> list[int]:
+def positions(ids: pa.Array, wanted: pa.Array) -> list[int]:
     """Row numbers of ``ids`` (distinct; bisected when sorted) that hold one of
     ``wanted``, ascending."""
     if not len(wanted) or not len(ids):
         return []
     if len(wanted) > BISECT_LIMIT or not increasing(ids):
         hit = pc.is_in(ids, value_set=wanted)
+        if isinstance(hit, pa.ChunkedArray):  # indices_nonzero crashes on zero chunks
+            hit = hit.combine_chunks()
         return pc.indices_nonzero(hit).to_pylist()
     keys = Scalars(ids)
     found = []
@@ -160,6 +162,18 @@ def without_rows(table: pa.Table, rows: list[int]) -> pa.Table:
         start = row + 1
     pieces.append(table.slice(start))
     return pa.concat_tables(pieces)
+
+
+def split_rows(table: pa.Table, rows: list[int]) -> tuple[pa.Table, pa.Table]:
+    """``table`` less the rows numbered ``rows`` (ascending), and those rows, each in
+    ``table``'s order: slices of it (no row copied) for up to :data:`BISECT_LIMIT` rows,
+    one filtering pass for more."""
+    taken = table.take(pa.array(rows, type=pa.int64()))
+    if len(rows) <= BISECT_LIMIT:
+        return without_rows(table, rows), taken
+    keep = np.ones(table.num_rows, dtype=bool)
+    keep[rows] = False
+    return table.filter(pa.array(keep)), taken
 
 
 def merged(kept: pa.Table, added: pa.Table, key: str) -> pa.Table:
@@ -188,7 +202,7 @@ def fold(base: pa.Table, delta: pa.Table, removed: pa.Array, key: str) -> pa.Tab
     ``removed`` or rewritten by ``delta``, plus ``delta``'s rows, sorted by ``key``."""
     ids = base[key].combine_chunks()
     gone = pa.concat_arrays([removed.cast(pa.string()), delta[key].combine_chunks()])
-    kept = without_rows(base, _positions(ids, gone))
+    kept = without_rows(base, positions(ids, gone))
     return merged(kept, delta, key)
 
 

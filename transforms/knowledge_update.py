@@ -204,10 +204,13 @@ class _UpdateFn(beam.DoFn):
         acronyms = sorted((row[-2], row[-1]) for row in batched_rows(gathered["acronyms"]))
 
         # Mentions: the parent's of unchanged documents stay; the new ones are linked.
+        # The few rows a window drops are cut out as slices: no copy of every row.
         parent_mentions = _read(self._parent, bundles.MENTIONS)
         live_mask = pc.is_in(parent_mentions["doc_id"], value_set=unchanged)
-        live_mentions = parent_mentions.filter(live_mask)
-        gone_mentions = parent_mentions.filter(pc.invert(live_mask))
+        # (combined first: indices_nonzero crashes on a column of no chunks, pyarrow 25)
+        gone = pc.invert(live_mask).combine_chunks()
+        gone_rows = pc.indices_nonzero(gone).to_pylist()
+        live_mentions, gone_mentions = knowledge_layers.split_rows(parent_mentions, gone_rows)
         # Linking consults only the units whose squashed form a new mention has (its own
         # unit, or one the unit rules join it to): those are the units read into Python.
         forms = pa.array(sorted({squashed(m.norm) for m in new_mentions}), type=pa.string())
@@ -266,18 +269,21 @@ class _UpdateFn(beam.DoFn):
                 members[m.entity_id].append(
                     MentionRef(m.mention_id, m.text, m.label, m.norm, m.chunk_id)
                 )
-        touched_mask = pc.is_in(parent_entities["entity_id"], value_set=touched_array)
+        kept_entities, touched_entities = knowledge_layers.split_rows(
+            parent_entities,
+            knowledge_layers.positions(
+                parent_entities["entity_id"].combine_chunks(), touched_array
+            ),
+        )
         refreshed = [
             refreshed_entity(e, sorted(members[e.entity_id], key=lambda m: m.mention_id))
-            for e in _rows(parent_entities.filter(touched_mask), Entity)
+            for e in _rows(touched_entities, Entity)
             if members[e.entity_id]
         ]
         removed_entities = touched - {e.entity_id for e in refreshed}
         added_entities = records_table([*refreshed, *linked.entities], ENTITY_SCHEMA)
         entities = knowledge_layers.merged(
-            parent_entities.filter(pc.invert(touched_mask)).cast(ENTITY_SCHEMA),
-            added_entities,
-            "entity_id",
+            kept_entities.cast(ENTITY_SCHEMA), added_entities, "entity_id"
         )
         writes.append(
             pool.submit(
@@ -305,11 +311,12 @@ class _UpdateFn(beam.DoFn):
             .take(pa.array(sorted(by_deletion), type=pa.int64()))
             .to_pylist()
         ) | {relation_id(key) for key in new_keys if key}
-        touched_rows = parent_relations.filter(
-            pc.is_in(
-                parent_relations["relation_id"],
-                value_set=pa.array(sorted(touched_relations), type=pa.string()),
-            )
+        _, touched_rows = knowledge_layers.split_rows(
+            parent_relations,
+            knowledge_layers.positions(
+                parent_relations["relation_id"].combine_chunks(),
+                pa.array(sorted(touched_relations), type=pa.string()),
+            ),
         )
         wanted_chunks = pa.array(
             sorted(set(pc.list_flatten(touched_rows["chunk_ids"]).to_pylist())), type=pa.string()
@@ -628,8 +635,10 @@ class _WriteSurfacesFn(beam.DoFn):
         join = storage.join
         parent_relations = _read(self._parent, bundles.RELATIONS)
         removed = pa.array(update.removed_relations, type=pa.string())
-        removed_mask = pc.is_in(parent_relations["relation_id"], value_set=removed)
-        stay = parent_relations.filter(pc.invert(removed_mask))
+        stay, gone = knowledge_layers.split_rows(
+            parent_relations,
+            knowledge_layers.positions(parent_relations["relation_id"].combine_chunks(), removed),
+        )
         summaries = {r.summary for r in update.relations if _embeddable(r, self._floor)}
         known = _vector_lookup(parent_relations, "summary", summaries)
         pairs = [
@@ -650,7 +659,6 @@ class _WriteSurfacesFn(beam.DoFn):
             write=_write_table,
             fold_share=self._fold_share,
         )
-        gone = parent_relations.filter(removed_mask)
         gone_keys = gone.filter(pc.is_valid(gone["embedding"]))["ann_key"].to_numpy()
         added = keys_and_vectors(
             [(r.relation_id, v) for r, v in pairs if v is not None], self._dimension

@@ -140,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from store.bundles import list_bundles
 
     bundle = load_bundle(args.root, bundle_id=list_bundles(args.root)[-1])  # eval does not activate
-    layer = bundle.knowledge
+    layer = bundle.knowledge.folded()  # every row at once, in id order
     matrix, n_entities = build_graph(layer, bundle.row_of_chunk)
     n = matrix.shape[0]
     entities_of: dict[str, list[int]] = {}

@@ -42,6 +42,7 @@ def every_ngram(spread: bool) -> Callable[..., list[graph_module.Seed]]:
     def seeds(
         layer: Any, graph: Any, query: str, text: graph_module.Spread | None = None
     ) -> list[graph_module.Seed]:
+        layer = layer.folded()  # the walk graph's rows
         words = graph_module._WORD.findall(query)
         found: dict[int, graph_module.Seed] = {}
         for size in range(min(graph_module.MAX_NGRAM, len(words)), 0, -1):

@@ -382,11 +382,102 @@ def test_readers_answer_from_a_layered_generation_as_from_the_whole_one(layered)
 
     root, whole_root = layered
     layers, whole = (load_knowledge(bundle_path(r, "k6")) for r in (root, whole_root))
-    assert list(layers.entity_ids) == list(whole.entity_ids)
-    assert list(layers.relations.ids) == list(whole.relations.ids)
+    assert layers.fold is not None and whole.fold is None  # overlaid on its base's layer
+    assert list(layers.folded().entity_ids) == list(whole.entity_ids)
+    assert list(layers.folded().relations.ids) == list(whole.relations.ids)
     seen = lambda chunks: True  # noqa: E731
+    relation = lambda layer, rows: [layer.relations.ids[r] for r in rows]  # noqa: E731
     for anchor in ("UPI", "NPCI", "RuPay"):
-        found = layers.resolve(anchor, seen)
-        assert found and found == whole.resolve(anchor, seen), anchor
+        found, theirs = layers.resolve(anchor, seen), whole.resolve(anchor, seen)
+        assert found and _ids(layers, found) == _ids(whole, theirs), anchor
         hops = {"hops": 2, "fan_out": 4, "limit": 20}
-        assert layers.expand(found, seen, **hops) == whole.expand(found, seen, **hops)
+        assert relation(layers, layers.expand(found, seen, **hops)) == relation(
+            whole, whole.expand(theirs, seen, **hops)
+        )
+
+
+def _ids(layer, rows):
+    return [layer.entity_ids[r] for r in rows]
+
+
+def _same_answers(overlaid, whole) -> None:
+    """Every lookup a reader makes gives the same ids from ``overlaid`` (a layer over its
+    base's) as from ``whole`` (the same tables read whole)."""
+    seen = lambda chunks: True  # noqa: E731
+    assert sorted(overlaid.aliases) == sorted(whole.aliases)
+    row_of = {}
+    for norm in whole.aliases:
+        rows = overlaid.aliases[norm]
+        assert _ids(overlaid, rows) == _ids(whole, whole.aliases[norm]), norm
+        row_of.update(zip(_ids(overlaid, rows), rows, strict=True))
+    assert sorted(row_of) == sorted(whole.entity_ids)  # every live entity, no dead one
+    relation = lambda layer, rows: [layer.relations.ids[r] for r in rows]  # noqa: E731
+    for row, entity in enumerate(whole.entity_ids):
+        mine = row_of[entity]
+        assert overlaid.entity_names[mine] == whole.entity_names[row]
+        assert list(overlaid.entity_chunks[mine]) == list(whole.entity_chunks[row])
+        assert relation(overlaid, overlaid.adjacency.get(mine, [])) == relation(
+            whole, whole.adjacency.get(row, [])
+        )
+        hops = {"hops": 2, "fan_out": 3, "limit": 10}
+        assert relation(overlaid, overlaid.expand([mine], seen, **hops)) == relation(
+            whole, whole.expand([row], seen, **hops)
+        )
+    assert _relations(overlaid) == _relations(whole)
+    chunks = {c for row in whole.entity_chunks for c in row}
+    assert overlaid.contradictions(chunks) == whole.contradictions(chunks)
+    for surface in ("relations", "communities"):
+        mine, theirs = getattr(overlaid, surface), getattr(whole, surface)
+        assert {k: mine.ids[r] for k, r in mine.row_of_key.items()} == {
+            k: theirs.ids[r] for k, r in theirs.row_of_key.items()
+        }
+
+
+def _relations(layer) -> dict:
+    """Each live relation (every live row has an ANN key): its ends by entity id, its
+    predicate and support."""
+    ends = {}
+    for r in set(layer.relations.row_of_key.values()):
+        obj = layer.objects[r]
+        ends[layer.relations.ids[r]] = (
+            layer.entity_ids[layer.subjects[r]],
+            layer.entity_ids[obj] if obj >= 0 else None,
+            layer.predicates[r],
+            layer.supports[r],
+            layer.confidences[r],
+        )
+    return ends
+
+
+@pytest.mark.slow
+def test_a_reader_that_holds_the_base_reads_only_the_change(layered, monkeypatch):
+    """k5 and k6 are written over the same base: a reader that opened k5 opens k6 as
+    its base's layer (built once) and k6's delta, building nothing over every row, and
+    answers every lookup as the same generation written whole."""
+    from query import knowledge
+
+    root, whole_root = layered
+    knowledge.drop_held()
+    k5 = knowledge.load_knowledge(bundle_path(root, "k5"))
+    assert k5.fold is not None
+    _same_answers(k5, knowledge.load_knowledge(bundle_path(root, "k5")).folded())
+
+    def no_whole_build(*args, **kwargs):
+        raise AssertionError("the reopen built a structure over every row")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(knowledge, "_build", no_whole_build)
+        k6 = knowledge.load_knowledge(bundle_path(root, "k6"))
+    whole = knowledge.load_knowledge(bundle_path(whole_root, "k6"))
+    assert k6.fold is not None and whole.fold is None
+    _same_answers(k6, whole)
+    assert list(k6.folded().entity_ids) == list(whole.entity_ids)
+    # the walk graph is built over the whole layer's rows, whichever layer asks
+    from query.graph import walk_graph
+
+    chunk_ids = sorted({c for row in whole.entity_chunks for c in row})
+    row_of_chunk = {c: i for i, c in enumerate(chunk_ids)}
+    mine = walk_graph(k6, chunk_ids, row_of_chunk, None)
+    theirs = walk_graph(whole, chunk_ids, row_of_chunk, None)
+    assert (mine.matrix != theirs.matrix).nnz == 0
+    assert mine.predicate_of == theirs.predicate_of

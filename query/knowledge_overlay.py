@@ -1,0 +1,345 @@
+"""A layered generation's knowledge read as its base's layer and the change since it.
+
+A refresh or stream window writes its knowledge tables as its parent's base and a delta
+(:mod:`store.knowledge_layers`). A reader that already built the layer of that base (it
+opened the parent, or an earlier window over the same base) does not build it again: the
+new layer is the held one with the delta's rows after the base's and the base rows that
+the delta rewrote or removed left out ("dead"). The reopen costs what changed since the
+base, not the corpus.
+
+Rows of an overlaid layer are numbered base rows first, then delta rows, so they are not
+in id order as a whole layer's are; every lookup that gives rows from both parts orders
+them by id, so callers see what a whole layer gives them. Whatever needs every row at
+once (the graph arm's walk graph) asks :meth:`query.knowledge.KnowledgeLayer.folded` for
+the whole layer, built on that first use.
+"""
+
+import bisect
+import os
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, overload
+
+import pyarrow as pa
+
+from query.columns import ArrowSequence
+from query.knowledge import (
+    FUNCTIONAL_CATEGORIES,
+    SURFACE_COLUMNS,
+    KnowledgeLayer,
+    Surface,
+    index_file_view,
+    stored_alias_index,
+    whole_layer,
+)
+from store.bundles import COMMUNITIES, COMMUNITY_INDEX, ENTITIES, RELATION_INDEX, RELATIONS
+from store.knowledge_layers import ID_COLUMNS, is_layered, layer_files, read_file, table_schema
+from store.sorted_columns import Scalars
+
+
+class Joined(Sequence[Any]):
+    """The base's rows, then the delta's, as one read-only sequence."""
+
+    def __init__(self, base: Sequence[Any], delta: Sequence[Any]) -> None:
+        self._base, self._delta, self._split = base, delta, len(base)
+
+    def __len__(self) -> int:
+        return self._split + len(self._delta)
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return self.tolist()[index]
+        if index < 0:
+            index += len(self)
+        if index < self._split:
+            return self._base[index]
+        return self._delta[index - self._split]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.tolist())
+
+    def tolist(self) -> list[Any]:
+        """Every item as a Python object."""
+        return [*_items(self._base), *_items(self._delta)]
+
+    @property
+    def arrow(self) -> Any:
+        """The items as one Arrow array (both parts must be Arrow-backed)."""
+        return pa.concat_arrays([_arrow(self._base), _arrow(self._delta)])
+
+
+def _items(values: Sequence[Any]) -> list[Any]:
+    tolist = getattr(values, "tolist", None)
+    return list(tolist()) if tolist is not None else list(values)
+
+
+def _arrow(values: Sequence[Any]) -> Any:
+    if isinstance(values, (ArrowSequence, Joined)):
+        return values.arrow
+    return pa.array(list(values))
+
+
+class Redirected(Sequence[int]):
+    """Entity rows of the base's relations, with each rewritten entity's base row
+    replaced by its row in the delta."""
+
+    def __init__(self, rows: Sequence[int], redirect: Mapping[int, int]) -> None:
+        self._rows, self._redirect = rows, redirect
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[int]: ...
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return self.tolist()[index]
+        row = self._rows[index]
+        return self._redirect.get(row, row)
+
+    def tolist(self) -> list[int]:
+        """Every row, redirected."""
+        if not self._redirect:
+            return list(self._rows)
+        get = self._redirect.get
+        return [get(r, r) for r in self._rows]
+
+
+class Overlaid(Mapping[Any, list[int]]):
+    """key -> rows over a base index and a delta index (rows of the delta's own
+    numbering, placed after ``offset``), less the base's dead rows; rows from both parts
+    come in the order of ``order`` (their id), as a whole layer's ascending rows do.
+
+    ``base_key`` maps a key to the base's key for it (an entity rewritten by the delta
+    keeps its base row's relations), when the keys are rows themselves.
+    """
+
+    def __init__(
+        self,
+        base: Mapping[Any, list[int]],
+        delta: Mapping[Any, list[int]],
+        offset: int,
+        dead: set[int],
+        order: Callable[[int], Any],
+        base_key: Callable[[Any], Any] | None = None,
+    ) -> None:
+        self._base, self._delta, self._offset = base, delta, offset
+        self._dead, self._order, self._base_key = dead, order, base_key
+
+    def __getitem__(self, key: Any) -> list[int]:
+        found = self._base_key(key) if self._base_key is not None else key
+        old = [] if found is None else self._base.get(found, [])
+        rows = [r for r in old if r not in self._dead]
+        new = [self._offset + r for r in self._delta.get(key, [])]
+        rows = sorted([*rows, *new], key=self._order) if rows and new else rows or new
+        if not rows:
+            raise KeyError(key)
+        return rows
+
+    def __iter__(self) -> Iterator[Any]:
+        keys = dict.fromkeys(self._delta)
+        keys.update(dict.fromkeys(k for k in self._base if k not in keys and k in self))
+        return iter(keys)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+class KeyRows(Mapping[int, int]):
+    """An ANN key's row: the delta's (after ``offset``) first, then a live base row."""
+
+    def __init__(
+        self, base: Mapping[int, int], delta: Mapping[int, int], offset: int, dead: set[int]
+    ) -> None:
+        self._base, self._delta, self._offset, self._dead = base, delta, offset, dead
+
+    def __getitem__(self, key: int) -> int:
+        if key in self._delta:
+            return self._offset + self._delta[key]
+        row = self._base[key]
+        if row in self._dead:
+            raise KeyError(key)
+        return row
+
+    def __iter__(self) -> Iterator[int]:
+        yield from self._delta
+        yield from (k for k, r in self._base.items() if r not in self._dead)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+class Change:
+    """One table's change since its base: the delta's rows and the base rows it kills."""
+
+    def __init__(self, base_ids: Any, delta: pa.Table | None, removed: list[str], key: str):
+        self.rows = delta
+        self.ids: list[str] = [] if delta is None else delta.column(key).to_pylist()
+        self.offset = len(base_ids)
+        keys = Scalars(base_ids)
+        self.base_row: dict[str, int] = {}  # the base row of each id the change kills
+        for value in sorted({*removed, *self.ids}):
+            at = bisect.bisect_left(keys, value)
+            if at < len(keys) and keys[at] == value:
+                self.base_row[value] = at
+        self.dead = set(self.base_row.values())
+        self.row_of = {value: self.offset + i for i, value in enumerate(self.ids)}
+
+    def column(self, name: str) -> ArrowSequence:
+        """The delta's column ``name`` (empty without a delta)."""
+        if self.rows is None:
+            return ArrowSequence(pa.array([], type=pa.null()))
+        return ArrowSequence(self.rows.column(name))
+
+    def values(self, name: str) -> list[Any]:
+        return [] if self.rows is None else self.rows.column(name).to_pylist()
+
+    def rewritten(self) -> dict[int, int]:
+        """Each rewritten row's delta row -> its dead base row."""
+        return {self.row_of[v]: row for v, row in self.base_row.items() if v in self.row_of}
+
+
+def entity_rows(change: Change, base_ids: Any, ids: Sequence[str | None]) -> list[int]:
+    """Each id's row in the overlaid entities (-1: null, or no live entity has it)."""
+    keys = Scalars(base_ids)
+    rows = []
+    for value in ids:
+        row = change.row_of.get(value, -1) if value is not None else -1
+        if row < 0 and value is not None:
+            at = bisect.bisect_left(keys, value)
+            if at < len(keys) and keys[at] == value and at not in change.dead:
+                row = at
+        rows.append(row)
+    return rows
+
+
+def delta_adjacency(subjects: Sequence[int], objects: Sequence[int]) -> dict[int, list[int]]:
+    """entity row -> the delta's relation rows (its own numbering) it is an end of."""
+    found: dict[int, list[int]] = defaultdict(list)
+    for r, (s, o) in enumerate(zip(subjects, objects, strict=True)):
+        found[s].append(r)
+        if o >= 0:
+            found[o].append(r)
+    return dict(found)
+
+
+def grouped_lists(owners: Sequence[int], lists: Sequence[Sequence[str]]) -> dict[str, list[int]]:
+    """item -> the owners whose list holds it (each once, in owner order)."""
+    found: dict[str, list[int]] = defaultdict(list)
+    for owner, items in zip(owners, lists, strict=True):
+        for item in dict.fromkeys(items):
+            found[item].append(owner)
+    return dict(found)
+
+
+def key_rows(keys: Sequence[int]) -> dict[int, int]:
+    """ANN key -> the delta's row (its own numbering)."""
+    return {int(k): i for i, k in enumerate(keys)}
+
+
+def _change(path: str, table: str, columns: list[str], base_ids: Any) -> Change:
+    """What the generation at ``path`` changed of ``table`` since its base."""
+    key = ID_COLUMNS[table]
+    if not is_layered(path, table):
+        return Change(base_ids, None, [], key)
+    _, delta_file, removed_file = (os.path.join(path, f) for f in layer_files(table))
+    delta = read_file(delta_file, list(dict.fromkeys([key, *columns])))
+    removed = read_file(removed_file)["id"].to_pylist()
+    return Change(base_ids, delta, removed, key)
+
+
+def _overlaid_surface(
+    base: Surface, change: Change, path: str, table: str, index_file: str
+) -> Surface:
+    id_col, text_col, chunk_col = SURFACE_COLUMNS[table]
+    return Surface(
+        ids=Joined(base.ids, change.column(id_col)),
+        texts=Joined(base.texts, change.column(text_col)),
+        chunk_ids=Joined(base.chunk_ids, change.column(chunk_col)),
+        index=index_file_view(path, index_file),
+        row_of_key=KeyRows(
+            base.row_of_key, key_rows(change.values("ann_key")), change.offset, change.dead
+        ),
+    )
+
+
+def overlaid(base: KnowledgeLayer, path: str) -> KnowledgeLayer | None:
+    """The layer at ``path`` as ``base`` (the layer of its base files) and its change;
+    ``None`` when its tables cannot be read that way (aliases not normalized at build).
+
+    Raises:
+        ValueError: a changed relation's subject is not one of the entities.
+    """
+    if "alias_norms" not in table_schema(path, ENTITIES).names:
+        return None
+    base_entities = base.entity_ids.arrow  # type: ignore[attr-defined]
+    ent = _change(path, ENTITIES, ["name", "chunk_ids", "alias_norms"], base_entities)
+    rel_columns = [*SURFACE_COLUMNS[RELATIONS], "ann_key", "subject_id", "object_id"]
+    rel_columns += ["predicate", "object_text", "category", "support", "confidence"]
+    rel = _change(path, RELATIONS, rel_columns, base.relations.ids.arrow)  # type: ignore[attr-defined]
+    com_columns = [*SURFACE_COLUMNS[COMMUNITIES], "ann_key"]
+    com = _change(path, COMMUNITIES, com_columns, base.communities.ids.arrow)  # type: ignore[attr-defined]
+
+    rewrote = ent.rewritten()  # delta row -> the base row it replaces
+    redirect = {row: new for new, row in rewrote.items()}
+    entity_ids = Joined(base.entity_ids, ent.column("entity_id"))
+    new_aliases: Mapping[str, list[int]] = {}
+    if ent.rows is not None and ent.rows.num_rows:
+        new_aliases = stored_alias_index(ent.rows.column("alias_norms"))
+    subjects = entity_rows(ent, base_entities, rel.values("subject_id"))
+    if -1 in subjects:
+        missing = rel.values("subject_id")[subjects.index(-1)]
+        raise ValueError(f"{path}: relation subject {missing!r} is not an entity")
+    objects = entity_rows(ent, base_entities, rel.values("object_id"))
+    relations = _overlaid_surface(base.relations, rel, path, RELATIONS, RELATION_INDEX)
+    relation_ids = relations.ids
+    categories = rel.values("category")
+    named = [r for r, c in enumerate(categories) if c in FUNCTIONAL_CATEGORIES]
+    chunk_lists = rel.values("chunk_ids")
+
+    def base_node(node: int) -> int | None:
+        if node >= ent.offset:
+            return rewrote.get(node)
+        return None if node in ent.dead else node
+
+    return KnowledgeLayer(
+        entity_ids=entity_ids,
+        entity_names=Joined(base.entity_names, ent.column("name")),
+        entity_chunks=Joined(base.entity_chunks, ent.column("chunk_ids")),
+        aliases=Overlaid(base.aliases, new_aliases, ent.offset, ent.dead, entity_ids.__getitem__),
+        relations=relations,
+        subjects=Joined(Redirected(base.subjects, redirect), subjects),
+        objects=Joined(Redirected(base.objects, redirect), objects),
+        predicates=Joined(base.predicates, rel.column("predicate")),
+        object_texts=Joined(base.object_texts, rel.column("object_text")),
+        categories=Joined(base.categories, rel.column("category")),
+        supports=Joined(base.supports, rel.values("support")),
+        confidences=Joined(base.confidences, rel.values("confidence")),
+        communities=_overlaid_surface(base.communities, com, path, COMMUNITIES, COMMUNITY_INDEX),
+        adjacency=Overlaid(
+            base.adjacency,
+            delta_adjacency(subjects, objects),
+            rel.offset,
+            rel.dead,
+            relation_ids.__getitem__,
+            base_key=base_node,
+        ),
+        functional=Overlaid(
+            base.functional,
+            grouped_lists(named, [chunk_lists[r] for r in named]),
+            rel.offset,
+            rel.dead,
+            relation_ids.__getitem__,
+        ),
+        fold=lambda: whole_layer(path),
+    )
