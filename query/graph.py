@@ -36,7 +36,7 @@ from scipy import sparse
 from algorithms.normalize import normalize_surface
 from query.columns import ArrowSequence, list_items
 from query.fusion import SCORE_DECIMALS, ArmHit
-from query.knowledge import KnowledgeLayer
+from query.knowledge_layer import KnowledgeLayer
 
 DAMPING = 0.85
 ITERATIONS = 20

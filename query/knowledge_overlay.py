@@ -10,7 +10,7 @@ base, not the corpus.
 Rows of an overlaid layer are numbered base rows first, then delta rows, so they are not
 in id order as a whole layer's are; every lookup that gives rows from both parts orders
 them by id, so callers see what a whole layer gives them. Whatever needs every row at
-once (the graph arm's walk graph) asks :meth:`query.knowledge.KnowledgeLayer.folded` for
+once (the graph arm's walk graph) asks :meth:`query.knowledge_layer.KnowledgeLayer.folded` for
 the whole layer, built on that first use.
 """
 
@@ -23,14 +23,13 @@ from typing import Any, overload
 import pyarrow as pa
 
 from query.columns import ArrowSequence
-from query.knowledge import (
+from query.knowledge_layer import (
     FUNCTIONAL_CATEGORIES,
     SURFACE_COLUMNS,
     KnowledgeLayer,
     Surface,
     index_file_view,
     stored_alias_index,
-    whole_layer,
 )
 from store.bundles import COMMUNITIES, COMMUNITY_INDEX, ENTITIES, RELATION_INDEX, RELATIONS
 from store.knowledge_layers import ID_COLUMNS, is_layered, layer_files, read_file, table_schema
@@ -273,7 +272,9 @@ def _overlaid_surface(
     )
 
 
-def overlaid(base: KnowledgeLayer, path: str) -> KnowledgeLayer | None:
+def overlaid(
+    base: KnowledgeLayer, path: str, fold: Callable[[], KnowledgeLayer]
+) -> KnowledgeLayer | None:
     """The layer at ``path`` as ``base`` (the layer of its base files) and its change;
     ``None`` when its tables cannot be read that way (aliases not normalized at build).
 
@@ -341,5 +342,5 @@ def overlaid(base: KnowledgeLayer, path: str) -> KnowledgeLayer | None:
             rel.dead,
             relation_ids.__getitem__,
         ),
-        fold=lambda: whole_layer(path),
+        fold=fold,
     )

@@ -28,7 +28,7 @@ import numpy as np
 from algorithms.normalize import normalize_surface
 from query.fusion import Slot
 from query.graph import Walk, WalkGraph
-from query.knowledge import KnowledgeLayer
+from query.knowledge_layer import KnowledgeLayer
 
 MAX_NAMED = 4
 """Named things that get a slot ("whose director was born first" names up to four)."""

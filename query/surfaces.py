@@ -12,7 +12,7 @@ import numpy as np
 
 from query.bundle import LoadedBundle
 from query.fusion import ArmHit
-from query.knowledge import KnowledgeLayer, Visible
+from query.knowledge_layer import KnowledgeLayer, Visible
 
 GRAPH_HOPS = 2
 GRAPH_FAN_OUT = 5

@@ -48,7 +48,7 @@ def test_a_shared_position_map_may_name_more_labels_than_groups():
 
 def test_alias_norms_normalize_each_new_string_once_and_keep_codes_across_opens():
     from algorithms.normalize import normalize_surface
-    from query.knowledge import AliasNorms, alias_index
+    from query.knowledge_layer import AliasNorms, alias_index
 
     norms = AliasNorms()
     first = pa.array(["The Danube", "danube", "Black Sea"])

@@ -9,7 +9,7 @@ import query.graph as graph_module
 from algorithms.normalize import normalize_surface
 from query.fusion import ArmHit, fuse
 from query.graph import MAX_SEED_CHUNKS, Walk, entity_seeds, graph_arm, text_spread, walk_graph
-from query.knowledge import KnowledgeLayer, Surface
+from query.knowledge_layer import KnowledgeLayer, Surface
 from query.lexical import LexicalIndex
 from query.router import route
 from query.slots import BRIDGE_MAX_CHUNKS, bridging_names

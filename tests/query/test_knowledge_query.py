@@ -191,7 +191,7 @@ def test_readers_search_with_the_qualified_expansion(bundle):
 def test_the_layer_holds_what_the_tables_say_row_by_row(bundle):
     """The vectorized indexes of load_knowledge against the tables read one row at a time."""
     from algorithms.normalize import normalize_surface
-    from query.knowledge import FUNCTIONAL_CATEGORIES
+    from query.knowledge_layer import FUNCTIONAL_CATEGORIES
     from store.bundles import ENTITIES, RELATIONS, read_parquet
 
     layer = bundle.knowledge

@@ -7,7 +7,7 @@ import numpy as np
 from algorithms.normalize import normalize_surface
 from query.fusion import ArmHit, Slot, fuse
 from query.graph import graph_arm, walk_graph
-from query.knowledge import KnowledgeLayer, Surface
+from query.knowledge_layer import KnowledgeLayer, Surface
 from query.router import nested_description, route
 from query.slots import entity_slots, named_things
 
