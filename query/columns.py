@@ -17,7 +17,38 @@ import pyarrow.compute as pc
 from store.bundles import numbers
 
 
-class ArrowSequence(Sequence[Any]):
+class Converted(Sequence[Any]):
+    """A read-only sequence whose items are made when asked for: a subclass makes one
+    (:meth:`item`, given an index in range and not negative) or all of them
+    (:meth:`tolist`); slicing and iterating go through :meth:`tolist`."""
+
+    def item(self, index: int) -> Any:
+        """Item ``index`` (``0 <= index < len(self)``)."""
+        raise NotImplementedError
+
+    def tolist(self) -> list[Any]:
+        """Every item."""
+        raise NotImplementedError
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return self.tolist()[index]
+        size = len(self)
+        if not -size <= index < size:
+            raise IndexError(f"index {index} out of range for {size} rows")
+        return self.item(index + size if index < 0 else index)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.tolist())
+
+
+class ArrowSequence(Converted):
     """A read-only sequence over an Arrow array (or chunked column).
 
     Indexing converts one item; iterating, slicing or :meth:`tolist` converts the whole
@@ -37,24 +68,9 @@ class ArrowSequence(Sequence[Any]):
     def __len__(self) -> int:
         return len(self._array)
 
-    @overload
-    def __getitem__(self, index: int) -> Any: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[Any]: ...
-
-    def __getitem__(self, index: int | slice) -> Any:
-        if isinstance(index, slice):
-            return self.tolist()[index]
+    def item(self, index: int) -> Any:
         items = self._items
-        if items is not None:
-            return items[index]
-        if not -len(self._array) <= index < len(self._array):
-            raise IndexError(f"index {index} out of range for {len(self._array)} rows")
-        return self._array[index].as_py()
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(self.tolist())
+        return items[index] if items is not None else self._array[index].as_py()
 
     def tolist(self) -> list[Any]:
         """Every item as a Python object (converted once, then kept)."""

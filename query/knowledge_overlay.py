@@ -18,11 +18,11 @@ import bisect
 import os
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, overload
+from typing import Any
 
 import pyarrow as pa
 
-from query.columns import ArrowSequence
+from query.columns import ArrowSequence, Converted
 from query.knowledge_layer import (
     FUNCTIONAL_CATEGORIES,
     SURFACE_COLUMNS,
@@ -36,7 +36,7 @@ from store.knowledge_layers import ID_COLUMNS, is_layered, layer_files, read_fil
 from store.sorted_columns import Scalars
 
 
-class Joined(Sequence[Any]):
+class Joined(Converted):
     """The base's rows, then the delta's, as one read-only sequence."""
 
     def __init__(self, base: Sequence[Any], delta: Sequence[Any]) -> None:
@@ -45,23 +45,10 @@ class Joined(Sequence[Any]):
     def __len__(self) -> int:
         return self._split + len(self._delta)
 
-    @overload
-    def __getitem__(self, index: int) -> Any: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[Any]: ...
-
-    def __getitem__(self, index: int | slice) -> Any:
-        if isinstance(index, slice):
-            return self.tolist()[index]
-        if index < 0:
-            index += len(self)
+    def item(self, index: int) -> Any:
         if index < self._split:
             return self._base[index]
         return self._delta[index - self._split]
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(self.tolist())
 
     def tolist(self) -> list[Any]:
         """Every item as a Python object."""
@@ -84,7 +71,7 @@ def _arrow(values: Sequence[Any]) -> Any:
     return pa.array(list(values))
 
 
-class Redirected(Sequence[int]):
+class Redirected(Converted):
     """Entity rows of the base's relations, with each rewritten entity's base row
     replaced by its row in the delta."""
 
@@ -94,15 +81,7 @@ class Redirected(Sequence[int]):
     def __len__(self) -> int:
         return len(self._rows)
 
-    @overload
-    def __getitem__(self, index: int) -> int: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[int]: ...
-
-    def __getitem__(self, index: int | slice) -> Any:
-        if isinstance(index, slice):
-            return self.tolist()[index]
+    def item(self, index: int) -> int:
         row = self._rows[index]
         return self._redirect.get(row, row)
 
