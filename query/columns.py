@@ -7,6 +7,7 @@ took over a second per open, which a stream's reader pays once per window.
 when it is iterated), and :class:`Grouped` keeps a key -> rows index as two numpy arrays.
 """
 
+from abc import abstractmethod
 from collections.abc import Hashable, Iterator, Mapping, Sequence
 from typing import Any, overload
 
@@ -22,13 +23,13 @@ class Converted(Sequence[Any]):
     (:meth:`item`, given an index in range and not negative) or all of them
     (:meth:`tolist`); slicing and iterating go through :meth:`tolist`."""
 
+    @abstractmethod
     def item(self, index: int) -> Any:
         """Item ``index`` (``0 <= index < len(self)``)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def tolist(self) -> list[Any]:
         """Every item."""
-        raise NotImplementedError
 
     @overload
     def __getitem__(self, index: int) -> Any: ...

@@ -138,10 +138,7 @@ def positions(ids: pa.Array, wanted: pa.Array) -> list[int]:
     if not len(wanted) or not len(ids):
         return []
     if len(wanted) > BISECT_LIMIT or not increasing(ids):
-        hit = pc.is_in(ids, value_set=wanted)
-        if isinstance(hit, pa.ChunkedArray):  # indices_nonzero crashes on zero chunks
-            hit = hit.combine_chunks()
-        return pc.indices_nonzero(hit).to_pylist()
+        return true_rows(pc.is_in(ids, value_set=wanted))
     keys = Scalars(ids)
     found = []
     for value in sorted(set(wanted.to_pylist())):
@@ -149,6 +146,14 @@ def positions(ids: pa.Array, wanted: pa.Array) -> list[int]:
         if at < len(keys) and keys[at] == value:
             found.append(at)
     return found
+
+
+def true_rows(mask: pa.Array | pa.ChunkedArray) -> list[int]:
+    """Row numbers where the boolean ``mask`` is true, ascending (a chunked mask is
+    combined first: pyarrow 25's ``indices_nonzero`` crashes on one of no chunks)."""
+    if isinstance(mask, pa.ChunkedArray):
+        mask = mask.combine_chunks()
+    return pc.indices_nonzero(mask).to_pylist()
 
 
 def without_rows(table: pa.Table, rows: list[int]) -> pa.Table:

@@ -207,9 +207,7 @@ class _UpdateFn(beam.DoFn):
         # The few rows a window drops are cut out as slices: no copy of every row.
         parent_mentions = _read(self._parent, bundles.MENTIONS)
         live_mask = pc.is_in(parent_mentions["doc_id"], value_set=unchanged)
-        # (combined first: indices_nonzero crashes on a column of no chunks, pyarrow 25)
-        gone = pc.invert(live_mask).combine_chunks()
-        gone_rows = pc.indices_nonzero(gone).to_pylist()
+        gone_rows = knowledge_layers.true_rows(pc.invert(live_mask))
         live_mentions, gone_mentions = knowledge_layers.split_rows(parent_mentions, gone_rows)
         # Linking consults only the units whose squashed form a new mention has (its own
         # unit, or one the unit rules join it to): those are the units read into Python.
@@ -311,12 +309,14 @@ class _UpdateFn(beam.DoFn):
             .take(pa.array(sorted(by_deletion), type=pa.int64()))
             .to_pylist()
         ) | {relation_id(key) for key in new_keys if key}
-        _, touched_rows = knowledge_layers.split_rows(
-            parent_relations,
-            knowledge_layers.positions(
-                parent_relations["relation_id"].combine_chunks(),
-                pa.array(sorted(touched_relations), type=pa.string()),
-            ),
+        touched_rows = parent_relations.take(
+            pa.array(
+                knowledge_layers.positions(
+                    parent_relations["relation_id"].combine_chunks(),
+                    pa.array(sorted(touched_relations), type=pa.string()),
+                ),
+                type=pa.int64(),
+            )
         )
         wanted_chunks = pa.array(
             sorted(set(pc.list_flatten(touched_rows["chunk_ids"]).to_pylist())), type=pa.string()
