@@ -341,6 +341,39 @@ def link_mentions(
     return Canonicalized(entities, assignment)
 
 
+def updated_entity(
+    entity: Entity, gained: Sequence[MentionRef], lost: Sequence[MentionRef]
+) -> Entity | None:
+    """``entity`` after its mentions ``lost`` left and ``gained`` joined, from its row and
+    the change alone: what :func:`refreshed_entity` makes of every live member, provided
+    the lost mentions are every mention of their chunks (a refresh drops whole
+    documents); ``None`` when no mention is left. Its id, name, label and norm stay.
+
+    Example:
+        >>> updated_entity(e, gained=[m_new], lost=[])  # one more alias count, chunk
+    """
+    count = entity.mention_count + len(gained) - len(lost)
+    if count <= 0:
+        return None
+    surfaces = Counter(dict(zip(entity.aliases, entity.alias_counts, strict=True)))
+    surfaces.subtract(" ".join(m.text.split()) for m in lost)
+    surfaces.update(" ".join(m.text.split()) for m in gained)
+    aliases = sorted(
+        ((s, n) for s, n in surfaces.items() if n > 0), key=lambda kv: (-kv[1], -len(kv[0]), kv[0])
+    )
+    norms = dict(zip(entity.aliases, entity.alias_norms, strict=True))
+    norms.update({m.text: m.norm for m in gained})
+    lost_chunks = {m.chunk_id for m in lost}
+    chunks = {c for c in entity.chunk_ids if c not in lost_chunks} | {m.chunk_id for m in gained}
+    return entity._replace(
+        mention_count=count,
+        aliases=[surface for surface, _ in aliases],
+        alias_counts=[n for _, n in aliases],
+        chunk_ids=sorted(chunks),
+        alias_norms=[norms[a] if a in norms else normalize_surface(a) for a, _ in aliases],
+    )
+
+
 def refreshed_entity(entity: Entity, members: Sequence[MentionRef]) -> Entity:
     """``entity`` with its counts, aliases and chunks recomputed from its live mentions;
     its id, name, label and norm stay (they change at the next full canonicalization)."""

@@ -258,6 +258,7 @@ def _commit(
         and (doc.source not in files_now or (doc.source in rows.files and doc_id not in rows.seen))
     }
     unchanged = set(live) - written - gone
+    dropped = {d for d in written if d in live} | gone  # the parent's, rewritten or deleted
     new = len(written - set(live))
     counts = (new, len(written) - new, len(gone))
     state = _state_after(rows, earlier, files_now)
@@ -272,7 +273,7 @@ def _commit(
     bundle_id = bundles.new_bundle_id()
     try:
         manifest, embedded = _stage(
-            rows, parent, documents, unchanged, root, bundle_id, settings, embed
+            rows, parent, documents, (unchanged, dropped), root, bundle_id, settings, embed
         )
     except (BuildFailedError, OSError, RuntimeError, ValueError) as exc:
         return RefreshResult(
@@ -324,14 +325,16 @@ def _stage(
     rows: WindowRows,
     parent: Any,
     documents: list[Any],
-    unchanged: set[str],
+    kept: tuple[set[str], set[str]],
     root: str,
     bundle_id: str,
     settings: CommitSettings,
     embed: Any,
 ) -> tuple[Any, int]:
     """Write the window's segment and the generation into staging, then publish it;
-    returns its manifest and the number of chunk texts the window embedded."""
+    returns its manifest and the number of chunk texts the window embedded. ``kept``:
+    the parent's documents that stay as they are, and those the window rewrites or
+    deletes."""
     from pipelines.build_index import local_staging, write_generation
     from pipelines.encoder_artifact import reuse_encoder, write_encoder
     from pipelines.segment import write_segment_rows
@@ -340,6 +343,7 @@ def _stage(
     from transforms.segments import write_extraction
 
     config, model = settings.config, settings.model
+    unchanged, dropped = kept
     ids = {d.doc_id for d in documents}
     embedded = [e for e in rows.embedded if e.chunk.doc_id in ids]
     staging = bundles.staging_path(root, bundle_id)
@@ -357,7 +361,8 @@ def _stage(
                 _ = list(write_extraction(staging, extraction))
                 knowledge_embedded = apply_update(
                     extraction,
-                    sorted(unchanged),
+                    unchanged,
+                    dropped=dropped,
                     parent=parent.path,
                     segments=[s.path for s in parent.segments],
                     staging=staging,

@@ -24,7 +24,7 @@ next windows' base. A reader that holds the base (a stream, a server: see
 import bisect
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -154,6 +154,24 @@ def true_rows(mask: pa.Array | pa.ChunkedArray) -> list[int]:
     if isinstance(mask, pa.ChunkedArray):
         mask = mask.combine_chunks()
     return pc.indices_nonzero(mask).to_pylist()
+
+
+def take_rows(table: pa.Table, rows: Sequence[int] | np.ndarray) -> pa.Table:
+    """Rows numbered ``rows`` (ascending) of ``table``, in one piece: up to
+    :data:`BISECT_LIMIT` rows as slices of runs (a table read in many chunks is not
+    concatenated, as ``take`` would), more by ``take``."""
+    if len(rows) > BISECT_LIMIT:
+        return table.take(pa.array(rows, type=pa.int64())).combine_chunks()
+    if not len(rows):
+        return table.schema.empty_table()
+    pieces, start, end = [], int(rows[0]), int(rows[0]) + 1
+    for row in rows[1:]:
+        if row != end:
+            pieces.append(table.slice(start, end - start))
+            start = int(row)
+        end = int(row) + 1
+    pieces.append(table.slice(start, end - start))
+    return pa.concat_tables(pieces).combine_chunks()
 
 
 def without_rows(table: pa.Table, rows: list[int]) -> pa.Table:

@@ -8,6 +8,7 @@ against its parent, by bisecting the columns rather than hashing every id.
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -34,3 +35,56 @@ class Scalars(Sequence[Any]):
 
     def __getitem__(self, i: Any) -> Any:
         return self._values[i].as_py()
+
+
+class SortedIds:
+    """A sorted column of ids of one width in bytes (hex digests) searched with
+    ``numpy.searchsorted`` over each id's first :data:`PREFIX` bytes, each candidate
+    then compared whole: a few hundred lookups in one vectorized pass instead of a
+    bisection each.
+
+    Example:
+        >>> ids = SortedIds.of(table["mention_id"].combine_chunks())  # None: not one width
+        >>> ids.rows(["00ab...", "f3c1..."])  # ascending rows of the ids found
+    """
+
+    PREFIX = 16
+
+    def __init__(self, values: pa.Array, prefixes: np.ndarray) -> None:
+        self._values = values
+        self._prefixes = prefixes
+
+    @classmethod
+    def of(cls, values: pa.Array) -> "SortedIds | None":
+        """The searchable column, or ``None`` when its values are not all one width of
+        at least :data:`PREFIX` bytes, or hold a null."""
+        if values.null_count or not pa.types.is_string(values.type) or not len(values):
+            return None
+        offsets = np.frombuffer(values.buffers()[1], dtype=np.int32)
+        offsets = offsets[values.offset : values.offset + len(values) + 1]
+        width = int(offsets[1] - offsets[0])
+        if width < cls.PREFIX or np.any(np.diff(offsets) != width):
+            return None
+        data = np.frombuffer(values.buffers()[2], dtype=np.uint8)
+        data = data[offsets[0] : offsets[-1]].reshape(len(values), width)
+        prefixes = np.ascontiguousarray(data[:, : cls.PREFIX]).view(f"S{cls.PREFIX}").ravel()
+        return cls(values, prefixes)
+
+    def rows(self, wanted: Sequence[str]) -> np.ndarray:
+        """Ascending distinct rows holding one of ``wanted`` (absent ones find nothing)."""
+        if not len(wanted):
+            return np.zeros(0, dtype=np.int64)
+        keys = np.array([w.encode()[: self.PREFIX] for w in wanted], dtype=f"S{self.PREFIX}")
+        left = np.searchsorted(self._prefixes, keys, "left")
+        right = np.searchsorted(self._prefixes, keys, "right")
+        found = [
+            row
+            for value, start, end in zip(wanted, left.tolist(), right.tolist(), strict=True)
+            for row in range(start, end)
+            if self._values[row].as_py() == value
+        ]
+        return np.unique(np.asarray(found, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._prefixes.nbytes)

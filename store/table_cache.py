@@ -73,6 +73,11 @@ def retain(keep: Callable[[str], bool]) -> None:
             _state["bytes"] -= _entries.pop(key)[1]
 
 
+def enabled() -> bool:
+    """Whether this process keeps what it reads (:func:`enable`)."""
+    return bool(_state["max_bytes"])
+
+
 def stats() -> dict[str, int]:
     """Hits, misses, bytes held and the bound (for progress lines and tests)."""
     with _LOCK:
@@ -98,7 +103,9 @@ def read(path: str, columns: list[str] | None, load: Callable[[], pa.Table]) -> 
     if identity is None:
         return load()
     wanted = None if columns is None else tuple(columns)
-    found = _lookup((identity, wanted), (identity, None), count=False) or _linked(identity, wanted)
+    found = _lookup((identity, wanted), (identity, None), count=False) or _linked(
+        identity, (wanted, None)
+    )
     with _LOCK:
         _state["hits" if found is not None else "misses"] += 1
     if found is not None:
@@ -109,16 +116,17 @@ def read(path: str, columns: list[str] | None, load: Callable[[], pa.Table]) -> 
     return table
 
 
-def _linked(identity: _Identity, wanted: tuple[str, ...] | None) -> tuple[_Key, Any] | None:
-    """A table read from another link of the same file (same device, inode, size and
-    modification time), now kept under ``identity``'s path too (its bytes counted
-    under each path, until :func:`retain` lets the old one go)."""
+def _linked(identity: _Identity, accepted: tuple[Hashable, ...]) -> tuple[_Key, Any] | None:
+    """A value kept for another link of the same file (same device, inode, size and
+    modification time) under one of ``accepted`` (what was read or made of it), now kept
+    under ``identity``'s path too (its bytes counted under each path, until
+    :func:`retain` lets the old one go)."""
     with _LOCK:
         found = next(
             (
                 (key, entry)
                 for key, entry in reversed(_entries.items())
-                if key[0][1:] == identity[1:] and key[1] in (wanted, None)
+                if key[0][1:] == identity[1:] and key[1] in accepted
             ),
             None,
         )
@@ -178,11 +186,14 @@ def digest(path: str, compute: Callable[[str], str]) -> str:
 
 def remember(path: str, tag: str, make: Callable[[], Any], size: int) -> Any:
     """``make()``, a value derived from the file at ``path`` alone, kept under ``tag``
-    while that file is unchanged; ``size`` is its rough size in bytes."""
+    while that file is unchanged (and found under any hard link of it); ``size`` is its
+    rough size in bytes."""
     identity = _identity(path) if _state["max_bytes"] else None
     if identity is None:
         return make()
-    found = _lookup((identity, tag))
+    found = _lookup((identity, tag), count=False) or _linked(identity, (tag,))
+    with _LOCK:
+        _state["hits" if found is not None else "misses"] += 1
     if found is not None:
         return found[1]
     value = make()

@@ -22,14 +22,13 @@ hundred rows of tables with hundreds of thousands, and moving every row through 
 would cost more than the work.
 """
 
-import bisect
 import json
 import logging
 import os
 import shutil
 import tempfile
 from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, NamedTuple
 
@@ -41,11 +40,9 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.utils.shared import Shared
 
 from algorithms.canonicalize import (
-    KnownUnit,
     MentionRef,
     link_mentions,
-    refreshed_entity,
-    type_class,
+    updated_entity,
 )
 from algorithms.communities import detect_communities
 from algorithms.normalize import normalize_surface, squashed
@@ -62,13 +59,23 @@ from schemas import (
 )
 from store import bundles, knowledge_layers, storage, table_cache
 from store.config import AnnConfig, KnowledgeConfig
+from store.knowledge_rows import KnowledgeRows
+from store.row_index import file_rows
 from store.segments import EXTRACTED_STATEMENTS
-from store.sorted_columns import Scalars, increasing
 from transforms.ann import AnnKeyCollisionError, build_index, keys_and_vectors, save_index
 from transforms.canonicalize import NameEncoder
 from transforms.community_cut import cut_communities
 from transforms.embed import text_key
 from transforms.gather import Gather, batched_rows, single
+from transforms.knowledge_parent import (
+    LiveIds,
+    Names,
+    dropped_documents,
+    known_units,
+    replaced,
+    unchanged_documents,
+    without,
+)
 from transforms.write import (
     records_table,
     vector_rows_table,
@@ -103,38 +110,6 @@ def _write_table(table: pa.Table, path: str) -> None:
     table_cache.written(path, table)
 
 
-class _Lookup(Mapping[str, Any]):
-    """id -> value, looked up by bisection in two Arrow columns sorted by id, so a window
-    reads into Python only the few ids it asks for, not every entity's."""
-
-    def __init__(self, ids: pa.Array, values: pa.Array) -> None:
-        self._ids, self._keys, self._values = ids, Scalars(ids), values
-
-    @classmethod
-    def of(cls, table: pa.Table, key: str, value: str) -> Mapping[str, Any]:
-        """The lookup, or a plain dict when ``table`` is not sorted by ``key``."""
-        ids = table[key].combine_chunks()
-        if not increasing(ids):
-            return dict(zip(ids.to_pylist(), table[value].to_pylist(), strict=True))
-        return cls(ids, table[value].combine_chunks())
-
-    def __getitem__(self, key: str) -> Any:
-        at = bisect.bisect_left(self._keys, key)
-        if at == len(self._keys) or self._keys[at] != key:
-            raise KeyError(key)
-        return self._values[at].as_py()
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._ids.to_pylist())
-
-    def __len__(self) -> int:
-        return len(self._ids)
-
-    def whole(self) -> dict[str, Any]:
-        """Every pair as a dict, read in one go (for work that visits every id)."""
-        return dict(zip(self._ids.to_pylist(), self._values.to_pylist(), strict=True))
-
-
 def _with_alias_norms(entities: pa.Table) -> pa.Table:
     """``entities`` with its ``alias_norms`` column, computed (each distinct alias
     normalized once) when a parent written before that column lacks it."""
@@ -150,6 +125,10 @@ def _with_alias_norms(entities: pa.Table) -> pa.Table:
 
 def _rows(table: pa.Table, row_type: Any) -> list[Any]:
     return [row_type(**r) for r in table.to_pylist()]
+
+
+def _ref(m: Mention) -> MentionRef:
+    return MentionRef(m.mention_id, m.text, m.label, m.norm, m.chunk_id)
 
 
 def _embeddable(relation: Relation, floor: float) -> bool:
@@ -198,37 +177,21 @@ class _UpdateFn(beam.DoFn):
     def _update(self, gathered: dict[str, list[Any]], pool: ThreadPoolExecutor) -> Iterator[Any]:
         config, join = self._config, storage.join
         writes: list[Future[None]] = []
-        unchanged = pa.array(sorted(batched_rows(gathered["unchanged"])), type=pa.string())
         new_mentions: list[Mention] = batched_rows(gathered["mentions"])
         new_statements: list[Statement] = batched_rows(gathered["statements"])
         acronyms = sorted((row[-2], row[-1]) for row in batched_rows(gathered["acronyms"]))
 
         # Mentions: the parent's of unchanged documents stay; the new ones are linked.
-        # The few rows a window drops are cut out as slices: no copy of every row.
-        parent_mentions = _read(self._parent, bundles.MENTIONS)
-        live_mask = pc.is_in(parent_mentions["doc_id"], value_set=unchanged)
-        gone_rows = knowledge_layers.true_rows(pc.invert(live_mask))
-        live_mentions, gone_mentions = knowledge_layers.split_rows(parent_mentions, gone_rows)
+        # The parent's rows are looked up by document, form, id: never passed over.
+        parent_mentions = KnowledgeRows(self._parent, bundles.MENTIONS)
+        dropped = dropped_documents(gathered, [parent_mentions])
+        gone_mentions = parent_mentions.where("doc_id", dropped)
         # Linking consults only the units whose squashed form a new mention has (its own
         # unit, or one the unit rules join it to): those are the units read into Python.
-        forms = pa.array(sorted({squashed(m.norm) for m in new_mentions}), type=pa.string())
-        linkable = live_mentions.filter(
-            pc.is_in(pc.replace_substring(live_mentions["norm"], " ", ""), value_set=forms)
-        )
-        counts: dict[tuple[str, str], int] = defaultdict(int)
-        owner: dict[tuple[str, str], str] = {}
-        for norm, label, entity_id in zip(
-            linkable["norm"].to_pylist(),
-            linkable["label"].to_pylist(),
-            linkable["entity_id"].to_pylist(),
-            strict=True,
-        ):
-            unit = (norm, type_class(label))
-            counts[unit] += 1
-            owner.setdefault(unit, entity_id)
-        known = {unit: KnownUnit(owner[unit], n) for unit, n in counts.items()}
-        parent_entities = _with_alias_norms(_read(self._parent, bundles.ENTITIES))
-        refs = [MentionRef(m.mention_id, m.text, m.label, m.norm, m.chunk_id) for m in new_mentions]
+        forms = {squashed(m.norm) for m in new_mentions}
+        known = known_units(parent_mentions, forms, gone_mentions)
+        parent_entities = KnowledgeRows(self._parent, bundles.ENTITIES)
+        refs = [_ref(m) for m in new_mentions]
         linked = link_mentions(
             known,
             refs,
@@ -236,109 +199,81 @@ class _UpdateFn(beam.DoFn):
             embed=self._embed,
             similarity=config.merge_similarity,
             max_block=config.max_block_size,
-            entity_ids=_Lookup.of(parent_entities, "entity_id", "entity_id").keys(),
+            entity_ids=LiveIds(parent_entities),
         )
         new_mentions = [m._replace(entity_id=linked.assignment[m.mention_id]) for m in new_mentions]
         added_mentions = records_table(new_mentions, MENTION_SCHEMA)
+        gone_ids = gone_mentions["mention_id"].to_pylist()
         writes.append(
             pool.submit(
                 self._write_change,
                 bundles.MENTIONS,
                 added_mentions,
-                gone_mentions["mention_id"].to_pylist(),
-                lambda: knowledge_layers.merged(
-                    live_mentions.cast(MENTION_SCHEMA), added_mentions, "mention_id"
-                ),
+                gone_ids,
+                lambda: replaced(parent_mentions, gone_ids, added_mentions, MENTION_SCHEMA),
             )
         )
 
-        # Entities: touched ones recomputed from their live mentions, empty ones removed.
+        # Entities: touched ones updated by the mentions they gained and lost, empty
+        # ones removed.
         new_ids = {e.entity_id for e in linked.entities}
-        touched = set(gone_mentions["entity_id"].to_pylist()) | {
-            m.entity_id for m in new_mentions if m.entity_id not in new_ids
-        }
-        touched_array = pa.array(sorted(touched), type=pa.string())
-        members: dict[str, list[MentionRef]] = defaultdict(list)
-        touched_live = live_mentions.filter(
-            pc.is_in(live_mentions["entity_id"], value_set=touched_array)
-        )
-        for m in [*_rows(touched_live, Mention), *new_mentions]:
-            if m.entity_id in touched:
-                members[m.entity_id].append(
-                    MentionRef(m.mention_id, m.text, m.label, m.norm, m.chunk_id)
-                )
-        kept_entities, touched_entities = knowledge_layers.split_rows(
-            parent_entities,
-            knowledge_layers.positions(
-                parent_entities["entity_id"].combine_chunks(), touched_array
-            ),
-        )
+        gained: dict[str, list[MentionRef]] = defaultdict(list)
+        for m in new_mentions:
+            if m.entity_id not in new_ids:
+                gained[m.entity_id].append(_ref(m))
+        lost: dict[str, list[MentionRef]] = defaultdict(list)
+        for m in _rows(gone_mentions, Mention):
+            lost[m.entity_id].append(_ref(m))
+        touched = set(gained) | set(lost)
+        touched_entities = _with_alias_norms(parent_entities.with_ids(touched))
         refreshed = [
-            refreshed_entity(e, sorted(members[e.entity_id], key=lambda m: m.mention_id))
-            for e in _rows(touched_entities, Entity)
-            if members[e.entity_id]
+            e
+            for e in (
+                updated_entity(e, gained[e.entity_id], lost[e.entity_id])
+                for e in _rows(touched_entities, Entity)
+            )
+            if e is not None
         ]
         removed_entities = touched - {e.entity_id for e in refreshed}
         added_entities = records_table([*refreshed, *linked.entities], ENTITY_SCHEMA)
-        entities = knowledge_layers.merged(
-            kept_entities.cast(ENTITY_SCHEMA), added_entities, "entity_id"
-        )
+        entity_count = parent_entities.count() - len(removed_entities) + len(linked.entities)
+
+        def entities_now() -> pa.Table:  # every row: to write it whole, cut or recluster
+            return replaced(
+                parent_entities, touched, added_entities, ENTITY_SCHEMA, _with_alias_norms
+            )
+
         writes.append(
             pool.submit(
                 self._write_change,
                 bundles.ENTITIES,
                 added_entities,
                 sorted(removed_entities),
-                lambda: entities,
+                entities_now,
             )
         )
-        names = _Lookup.of(entities, "entity_id", "name")
+        names = Names(parent_entities, added_entities, removed_entities)
 
         # Relations: the touched keys are aggregated again from their live statements.
-        # The parent's relation table is read once, vectors included: the vectors say
-        # which summaries need no embedding.
-        parent_relations = _read(self._parent, bundles.RELATIONS)
-        docs = parent_relations["sentence_doc_ids"]
-        flat_docs = pc.list_flatten(docs)
-        owners = pc.list_parent_indices(docs)
-        hit = pc.invert(pc.is_in(flat_docs, value_set=unchanged))
-        by_deletion = set(pc.filter(owners, hit).to_pylist())
+        parent_relations = KnowledgeRows(self._parent, bundles.RELATIONS)
+        by_deletion = parent_relations.where("sentence_doc_ids", dropped)["relation_id"]
         new_keys = {relation_key(s, linked.assignment) for s in new_statements} - {None}
-        touched_relations = set(
-            parent_relations["relation_id"]
-            .take(pa.array(sorted(by_deletion), type=pa.int64()))
-            .to_pylist()
-        ) | {relation_id(key) for key in new_keys if key}
-        touched_rows = parent_relations.take(
-            pa.array(
-                knowledge_layers.positions(
-                    parent_relations["relation_id"].combine_chunks(),
-                    pa.array(sorted(touched_relations), type=pa.string()),
-                ),
-                type=pa.int64(),
-            )
-        )
-        wanted_chunks = pa.array(
-            sorted(set(pc.list_flatten(touched_rows["chunk_ids"]).to_pylist())), type=pa.string()
-        )
+        touched_relations = set(by_deletion.to_pylist()) | {
+            relation_id(key) for key in new_keys if key
+        }
+        touched_rows = parent_relations.with_ids(touched_relations)
+        wanted_chunks = set(pc.list_flatten(touched_rows["chunk_ids"]).to_pylist())
         kept_statements: list[Statement] = []
         for segment in self._segments:
-            table = knowledge_layers.read_file(join(segment, EXTRACTED_STATEMENTS))
-            table = table.filter(
-                pc.and_(
-                    pc.is_in(table["chunk_id"], value_set=wanted_chunks),
-                    pc.is_in(table["doc_id"], value_set=unchanged),
-                )
-            )
+            path = join(segment, EXTRACTED_STATEMENTS)
+            table = knowledge_layers.read_file(path)
+            rows = file_rows(path, table, "chunk_id", sorted(wanted_chunks))
+            table = without(table.take(pa.array(rows, type=pa.int64())), "doc_id", dropped)
             kept_statements.extend(_rows(table, Statement))
         needed = {s.subject_mention_id for s in kept_statements} | {
             s.object_mention_id for s in kept_statements if s.object_mention_id
         }
-        needed_rows = live_mentions.filter(
-            pc.is_in(
-                live_mentions["mention_id"], value_set=pa.array(sorted(needed), type=pa.string())
-            )
-        )
+        needed_rows = parent_mentions.with_ids(needed)
         assignment = dict(
             zip(
                 needed_rows["mention_id"].to_pylist(),
@@ -347,6 +282,7 @@ class _UpdateFn(beam.DoFn):
             )
         )
         assignment.update(linked.assignment)
+        names.prefetch(set(assignment.values()))
         relations = [
             r
             for r in aggregate_relations([*kept_statements, *new_statements], assignment, names)
@@ -362,20 +298,31 @@ class _UpdateFn(beam.DoFn):
         for r in relations:
             if r.object_id is not None:
                 edges_changed |= {r.subject_id, r.object_id}
-        share = self._changed_since + len(edges_changed) / max(1, entities.num_rows)
+        share = self._changed_since + len(edges_changed) / max(1, entity_count)
         reclustered = share >= config.recluster_share
         recomputed = {r.relation_id for r in relations}
         if reclustered:
+            entities = entities_now()
             communities: pa.Table | None = self._clustered(
-                parent_relations,
+                parent_relations.folded(),
                 removed_relations,
                 relations,
-                names.whole() if isinstance(names, _Lookup) else dict(names),
+                dict(
+                    zip(
+                        entities["entity_id"].to_pylist(),
+                        entities["name"].to_pylist(),
+                        strict=True,
+                    )
+                ),
             )
             share = 0.0
         elif gone_mentions.num_rows or removed_entities or set(removed_relations) - recomputed:
             communities = self._cut(
-                parent_relations, removed_relations, relations, entities, unchanged
+                parent_relations.folded(),
+                removed_relations,
+                relations,
+                entities_now(),
+                unchanged_documents(gathered),
             )
         else:
             # Nothing a community names is gone (every chunk, relation and member it
@@ -403,7 +350,7 @@ class _UpdateFn(beam.DoFn):
 
         floor = config.summary_floor
         summaries = {r.summary for r in relations if _embeddable(r, floor)}
-        reused = _embedded(parent_relations, "summary", summaries)
+        reused = _embedded(parent_relations.where("summary", summaries), "summary", summaries)
         reports: set[str] = set()
         if config.surface_vectors and communities is not None:
             # Kept communities keep their reports, whose vectors the parent holds.
@@ -550,7 +497,6 @@ def _updated_index(
     scratch: str,
     removed: np.ndarray,
     added: tuple[np.ndarray, np.ndarray],
-    remaining: np.ndarray,
 ) -> Any:
     """The parent's HNSW file with ``removed`` keys removed and ``added`` (sorted keys,
     vectors) added on one thread, in key order.
@@ -559,13 +505,13 @@ def _updated_index(
         AnnKeyCollisionError: an added key is already a remaining row's key.
     """
     keys, vectors = added
-    clash = np.intersect1d(keys, remaining)
-    if len(clash):
-        raise AnnKeyCollisionError(f"ANN key {int(clash[0])} added twice")
     index = _local_index(parent_index, scratch)
     if len(removed):
         index.remove(removed)
     if len(keys):
+        clash = keys[np.asarray(index.contains(keys), dtype=bool)]
+        if len(clash):
+            raise AnnKeyCollisionError(f"ANN key {int(clash[0])} added twice")
         index.add(keys, vectors, threads=1)
     return index
 
@@ -633,14 +579,10 @@ class _WriteSurfacesFn(beam.DoFn):
     def _relations(self, update: KnowledgeUpdate, vector: Any, scratch: str) -> Iterator[Any]:
         """The parent's relation rows less the removed ones, plus the recomputed ones."""
         join = storage.join
-        parent_relations = _read(self._parent, bundles.RELATIONS)
-        removed = pa.array(update.removed_relations, type=pa.string())
-        stay, gone = knowledge_layers.split_rows(
-            parent_relations,
-            knowledge_layers.positions(parent_relations["relation_id"].combine_chunks(), removed),
-        )
+        parent_relations = KnowledgeRows(self._parent, bundles.RELATIONS)
+        gone = parent_relations.with_ids(update.removed_relations)
         summaries = {r.summary for r in update.relations if _embeddable(r, self._floor)}
-        known = _vector_lookup(parent_relations, "summary", summaries)
+        known = _vector_lookup(parent_relations.where("summary", summaries), "summary", summaries)
         pairs = [
             (r, vector(r.summary, known) if _embeddable(r, self._floor) else None)
             for r in update.relations
@@ -655,7 +597,9 @@ class _WriteSurfacesFn(beam.DoFn):
             self._parent,
             upserts=fresh,
             removed=[r for r in update.removed_relations if r not in recomputed],
-            whole=lambda: knowledge_layers.merged(stay.cast(fresh.schema), fresh, "relation_id"),
+            whole=lambda: replaced(
+                parent_relations, set(update.removed_relations), fresh, fresh.schema
+            ),
             write=_write_table,
             fold_share=self._fold_share,
         )
@@ -663,9 +607,8 @@ class _WriteSurfacesFn(beam.DoFn):
         added = keys_and_vectors(
             [(r.relation_id, v) for r, v in pairs if v is not None], self._dimension
         )
-        remaining = stay.filter(pc.is_valid(stay["embedding"]))["ann_key"].to_numpy()
         index = _updated_index(
-            join(self._parent, bundles.RELATION_INDEX), scratch, gone_keys, added, remaining
+            join(self._parent, bundles.RELATION_INDEX), scratch, gone_keys, added
         )
         yield save_index(index, join(self._staging, bundles.RELATION_INDEX))
 
@@ -717,7 +660,6 @@ class _WriteSurfacesFn(beam.DoFn):
                 scratch,
                 np.setdiff1d(before, keys),
                 (np.zeros(0, dtype=np.uint64), np.zeros((0, self._dimension), np.float32)),
-                keys,
             )
         yield save_index(index, join(self._staging, bundles.COMMUNITY_INDEX))
 
@@ -760,8 +702,9 @@ class WriteSurfaces(beam.PTransform):
 
 def apply_update(
     rows: Mapping[str, list[Any]],
-    unchanged: Sequence[str],
+    unchanged: Collection[str],
     *,
+    dropped: Collection[str] | None = None,
     parent: str,
     segments: Sequence[str],
     staging: str,
@@ -781,7 +724,11 @@ def apply_update(
     Args:
         rows: ``{mentions, statements, acronyms}``, lists of row batches as
             :class:`transforms.extract.ExtractKnowledge` emits them.
-        unchanged: ids of the parent's documents that stay live.
+        unchanged: ids of the parent's documents that stay live (read only where a
+            deletion cuts communities).
+        dropped: ids of the parent's documents the window rewrites or deletes (by
+            default, every document the parent's mentions or relations name that is not
+            ``unchanged``: a pass over those tables).
         embed: ``list[str] -> (n, dimension) array`` of unit vectors (the embedding
             model the refresh's ``EmbedTexts`` would load).
 
@@ -798,7 +745,9 @@ def apply_update(
         seed=seed,
     )
     gathered = {name: list(rows[name]) for name in ("mentions", "statements", "acronyms")}
-    gathered["unchanged"] = [sorted(unchanged)]
+    gathered["unchanged"] = [unchanged]  # type: ignore[list-item]  # one batch, any collection
+    if dropped is not None:
+        gathered["dropped"] = [sorted(dropped)]
     updates, texts = [], []
     for out in update_fn.process(gathered):
         if isinstance(out, beam.pvalue.TaggedOutput):

@@ -1,6 +1,9 @@
 """The incremental knowledge update's pure parts: linking new mentions to existing
 entities (cutting kept communities to what is live: tests/transforms/test_community_cut.py)."""
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from algorithms.canonicalize import (
     KnownUnit,
     MentionRef,
@@ -8,6 +11,7 @@ from algorithms.canonicalize import (
     link_mentions,
     refreshed_entity,
     type_class,
+    updated_entity,
 )
 from algorithms.normalize import normalize_surface
 
@@ -86,3 +90,33 @@ def test_a_refreshed_entity_keeps_its_id_and_name_and_recounts_its_mentions():
     assert refreshed.aliases == ["Reserve Bank of India", "RBI's bank"]
     assert refreshed.alias_counts == [1, 1]
     assert refreshed.chunk_ids == ["c0", "c1"]
+
+
+_SURFACES = ["UPI", "U.P.I.", "Unified Payments Interface", "UPI  Lite", "upi"]
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 5), st.sampled_from(_SURFACES)), min_size=1, max_size=30),
+    st.sets(st.integers(0, 5)),
+    st.lists(st.tuples(st.integers(6, 8), st.sampled_from(_SURFACES)), max_size=10),
+)
+def test_an_entity_updated_by_its_change_is_the_one_refreshed_from_every_member(
+    members, dropped, gained
+):
+    """A refresh drops whole documents: the mentions lost are every mention of their
+    chunks. Updating the entity's row by what it gained and lost gives what recomputing
+    it from every live mention gives (or nothing, when none is left)."""
+
+    def mention(i: int, doc: int, text: str) -> MentionRef:
+        return MentionRef(f"m{i:03d}", text, "ORG", normalize_surface(text), f"d{doc}-c{i % 2}")
+
+    old = [mention(i, doc, text) for i, (doc, text) in enumerate(members)]
+    new = [mention(100 + i, doc, text) for i, (doc, text) in enumerate(gained)]
+    entity = refreshed_entity(canonicalize(old).entities[0]._replace(entity_id="e1"), old)
+    lost = [m for m in old if int(m.chunk_id[1]) in dropped]
+    live = [m for m in old if m not in lost] + new
+    updated = updated_entity(entity, new, lost)
+    if not live:
+        assert updated is None
+    else:
+        assert updated == refreshed_entity(entity, live)

@@ -481,3 +481,122 @@ def test_a_reader_that_holds_the_base_reads_only_the_change(layered, monkeypatch
     theirs = walk_graph(whole, chunk_ids, row_of_chunk, None)
     assert (mine.matrix != theirs.matrix).nnz == 0
     assert mine.predicate_of == theirs.predicate_of
+
+
+def _document_rows(segments, doc_id: str) -> dict[str, list]:
+    """One document's extraction rows (mentions, statements, acronyms) from the
+    segments that hold them, as the stream's committer hands them to the update."""
+    from schemas import Mention, Statement
+    from store.segments import EXTRACTED_ACRONYMS, EXTRACTED_MENTIONS, EXTRACTED_STATEMENTS
+
+    rows: dict[str, list] = {"mentions": [], "statements": [], "acronyms": []}
+    for segment in segments:
+        for name, rel, make in (
+            ("mentions", EXTRACTED_MENTIONS, lambda r: Mention(**r)),
+            ("statements", EXTRACTED_STATEMENTS, lambda r: Statement(**r)),
+            ("acronyms", EXTRACTED_ACRONYMS, lambda r: tuple(r.values())),
+        ):
+            path = os.path.join(segment.path, rel)
+            if os.path.exists(path):
+                table = pq.read_table(path)
+                table = table.filter(pc.equal(table["doc_id"], doc_id))
+                rows[name] += [make(r) for r in table.to_pylist()]
+    return rows
+
+
+def _as_new_document(rows: dict[str, list], doc_id: str) -> dict[str, list]:
+    """``rows`` as a new document's: the document, its mentions' ids renamed."""
+    from schemas import stable_id
+
+    renamed = {m.mention_id: stable_id("copy", m.mention_id) for m in rows["mentions"]}
+    return {
+        "mentions": [
+            m._replace(mention_id=renamed[m.mention_id], doc_id=doc_id) for m in rows["mentions"]
+        ],
+        "statements": [
+            s._replace(
+                doc_id=doc_id,
+                subject_mention_id=renamed.get(s.subject_mention_id, s.subject_mention_id),
+                object_mention_id=renamed.get(s.object_mention_id, s.object_mention_id),
+            )
+            for s in rows["statements"]
+        ],
+        "acronyms": [(doc_id, *a[1:]) for a in rows["acronyms"]],
+    }
+
+
+def _update_into(staging: str, parent: str, segments, change, model_path: str) -> None:
+    import numpy as np
+
+    from store.config import AnnConfig
+    from transforms.knowledge_update import apply_update
+
+    rows, unchanged, dropped = change
+    os.makedirs(staging)
+
+    def plumbing_vectors(texts):  # the same vectors in both runs: the test is of lookups
+        return np.ones((len(texts), 384), np.float32) / 384**0.5
+
+    apply_update(
+        {name: [batch] for name, batch in rows.items()},
+        unchanged,
+        dropped=dropped,
+        parent=parent,
+        segments=[s.path for s in segments],
+        staging=staging,
+        model=model_path,
+        config=KnowledgeConfig(recluster_share=1, fold_share=1),
+        changed_since=0.0,
+        seed=DEFAULT_SEED,
+        dimension=384,
+        ann=AnnConfig(),
+        embed=plumbing_vectors,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("change", ["edit", "deletion", "addition"])
+@pytest.mark.parametrize("parent_id", ["k5", "k6"])
+def test_an_update_that_looks_rows_up_writes_what_one_that_scans_writes(
+    layered, tmp_path, model_path, change, parent_id
+):
+    """A process that keeps what it reads (a stream) updates by looking rows up in
+    indexes of its parent's base (held under any hard link of it); one that does not
+    scans the tables. Both write the same tables, on parents whose tables are an older
+    generation's base and a delta (k5: every table; k6: all but its mentions)."""
+    from store import table_cache
+    from store.bundles import read_manifest as manifest_of
+    from store.segments import live_revisions, open_segments
+
+    root, _ = layered
+    parent = bundle_path(root, parent_id)
+    segments = open_segments(parent, manifest_of(parent))
+    live = set(live_revisions(segments))
+    doc_id = "upi.md"  # edited by k5: some of its forms are only in k5's delta
+    assert doc_id in live
+    rows = _document_rows(segments, doc_id)
+    assert rows["mentions"] and rows["statements"]
+    changes = {
+        "edit": (rows, live - {doc_id}, {doc_id}),
+        "deletion": ({k: [] for k in rows}, live - {doc_id}, {doc_id}),
+        "addition": (_as_new_document(rows, "copy.md"), live, set()),
+    }
+    _update_into(str(tmp_path / "scanned"), parent, segments, changes[change], model_path)
+    table_cache.enable(1 << 30)
+    try:
+        # An update over k4 (whose base k6 links) builds the base's indexes first.
+        k4 = bundle_path(root, "k4")
+        k4_segments = open_segments(k4, manifest_of(k4))
+        k4_rows = _as_new_document(rows, "prime.md"), set(live_revisions(k4_segments)), set()
+        _update_into(str(tmp_path / "prime"), k4, k4_segments, k4_rows, model_path)
+        before = table_cache.stats()["hits"]
+        _update_into(str(tmp_path / "looked-up"), parent, segments, changes[change], model_path)
+        assert table_cache.stats()["hits"] > before
+    finally:
+        table_cache.disable()
+    for name in (*LAYERED, "communities"):
+        scanned, looked_up = (
+            knowledge_layers.read_table(str(tmp_path / run), f"{name}.parquet").to_pylist()
+            for run in ("scanned", "looked-up")
+        )
+        assert scanned == looked_up, name

@@ -1,14 +1,16 @@
 """A refresh's knowledge rows are put in place among the parent's sorted rows
 (store.knowledge_layers.merged) instead of sorting every row again, and looked up
-in them by bisection (_Lookup) instead of reading every row into Python."""
+in them (transforms.knowledge_parent) instead of reading every row into Python."""
 
 import random
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from store.knowledge_layers import merged as _merged
-from transforms.knowledge_update import _Lookup
+from store.knowledge_rows import KnowledgeRows
+from transforms.knowledge_parent import LiveIds, Names
 
 SCHEMA = pa.schema([("id", pa.string()), ("n", pa.int64())])
 
@@ -36,21 +38,23 @@ def test_unsorted_kept_rows_are_sorted_with_the_added():
     assert merged["n"].to_pylist() == [2, 5, 9]
 
 
-@pytest.mark.parametrize("shuffled", [False, True])
-def test_lookups_find_what_a_dict_finds(shuffled):
+def test_names_and_live_ids_are_looked_up_as_asked(tmp_path):
+    """The update's entity names (the parent's live ones, the update's own first, its
+    removed ones gone) and the parent's live ids, looked up one by one or prefetched."""
     rng = random.Random(5)
-    ids = sorted(f"{x:05d}" for x in rng.sample(range(100_000), 200))
-    if shuffled:
-        rng.shuffle(ids)  # not sorted: a plain dict, same answers
-    table = _table(ids)
-    lookup = _Lookup.of(table, "id", "n")
-    assert isinstance(lookup, _Lookup) != shuffled
-    assert all(lookup[i] == int(i) for i in ids) and len(lookup) == 200
-    absent = [f"{x:05d}" for x in range(0, 100_000, 997) if f"{x:05d}" not in set(ids)]
-    assert absent and not any(i in lookup for i in absent)
-    keys = lookup.keys()  # the set link_mentions is given as the known entity ids
-    assert all(i in keys for i in ids[:20]) and "x" not in keys
-    with pytest.raises(KeyError):
-        lookup[absent[0]]
-    if not shuffled:
-        assert lookup.whole() == {i: int(i) for i in ids} == dict(lookup)
+    ids = sorted(f"e{x:05d}" for x in rng.sample(range(100_000), 200))
+    parent = pa.table({"entity_id": ids, "name": [f"name {i}" for i in ids]})
+    pq.write_table(parent, tmp_path / "entities.parquet")
+    rows = KnowledgeRows(str(tmp_path), "entities.parquet")
+    added = pa.table({"entity_id": [ids[3], "e-new"], "name": ["renamed", "new one"]})
+    names = Names(rows, added, removed={ids[7]})
+    assert names[ids[0]] == f"name {ids[0]}" and names[ids[3]] == "renamed"
+    assert names["e-new"] == "new one"
+    for missing in (ids[7], "e-absent"):
+        with pytest.raises(KeyError):
+            names[missing]
+    names.prefetch(set(ids[10:20]))
+    assert [names[i] for i in ids[10:20]] == [f"name {i}" for i in ids[10:20]]
+    assert len(names) == 200 and ids[7] not in set(names) and "e-new" in set(names)
+    live = LiveIds(rows)
+    assert ids[7] in live and "e-new" not in live and len(live) == 200
