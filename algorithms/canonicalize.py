@@ -341,17 +341,12 @@ def link_mentions(
     return Canonicalized(entities, assignment)
 
 
-def updated_entity(
+def updated_counts(
     entity: Entity, gained: Sequence[MentionRef], lost: Sequence[MentionRef]
 ) -> Entity | None:
-    """``entity`` after its mentions ``lost`` left and ``gained`` joined, from its row and
-    the change alone: what :func:`refreshed_entity` makes of every live member, provided
-    the lost mentions are every mention of their chunks (a refresh drops whole
-    documents); ``None`` when no mention is left. Its id, name, label and norm stay.
-
-    Example:
-        >>> updated_entity(e, gained=[m_new], lost=[])  # one more alias count, chunk
-    """
+    """``entity``'s mention count and aliases after its mentions ``lost`` left and
+    ``gained`` joined, from its row and the change alone (its chunks as they were);
+    ``None`` when no mention is left. Its id, name, label and norm stay."""
     count = entity.mention_count + len(gained) - len(lost)
     if count <= 0:
         return None
@@ -363,15 +358,31 @@ def updated_entity(
     )
     norms = dict(zip(entity.aliases, entity.alias_norms, strict=True))
     norms.update({m.text: m.norm for m in gained})
-    lost_chunks = {m.chunk_id for m in lost}
-    chunks = {c for c in entity.chunk_ids if c not in lost_chunks} | {m.chunk_id for m in gained}
     return entity._replace(
         mention_count=count,
         aliases=[surface for surface, _ in aliases],
         alias_counts=[n for _, n in aliases],
-        chunk_ids=sorted(chunks),
         alias_norms=[norms[a] if a in norms else normalize_surface(a) for a, _ in aliases],
     )
+
+
+def updated_entity(
+    entity: Entity, gained: Sequence[MentionRef], lost: Sequence[MentionRef]
+) -> Entity | None:
+    """``entity`` after its mentions ``lost`` left and ``gained`` joined, from its row and
+    the change alone: what :func:`refreshed_entity` makes of every live member, provided
+    the lost mentions are every mention of their chunks (a refresh drops whole
+    documents); ``None`` when no mention is left.
+
+    Example:
+        >>> updated_entity(e, gained=[m_new], lost=[])  # one more alias count, chunk
+    """
+    counted = updated_counts(entity, gained, lost)
+    if counted is None:
+        return None
+    lost_chunks = {m.chunk_id for m in lost}
+    chunks = {c for c in entity.chunk_ids if c not in lost_chunks} | {m.chunk_id for m in gained}
+    return counted._replace(chunk_ids=sorted(chunks))
 
 
 def refreshed_entity(entity: Entity, members: Sequence[MentionRef]) -> Entity:

@@ -29,7 +29,8 @@ from transforms.delta import ReadKnownVectors
 from transforms.embed import EmbedTexts, text_key
 from transforms.extract import ACRONYMS, MENTIONS, STATEMENTS, ExtractKnowledge
 from transforms.gather import Gather
-from transforms.knowledge_update import UpdateKnowledge, WriteSurfaces
+from transforms.knowledge_surfaces import WriteSurfaces
+from transforms.knowledge_update import UpdateKnowledge
 from transforms.segments import WriteExtraction, WriteExtractionParts
 from transforms.summaries import AggregateRelations
 from transforms.tags import BAD, GOOD, typed

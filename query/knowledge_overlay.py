@@ -32,7 +32,15 @@ from query.knowledge_layer import (
     stored_alias_index,
 )
 from store.bundles import COMMUNITIES, COMMUNITY_INDEX, ENTITIES, RELATION_INDEX, RELATIONS
-from store.knowledge_layers import ID_COLUMNS, is_layered, layer_files, read_file, table_schema
+from store.knowledge_layers import (
+    ID_COLUMNS,
+    REMOVED_SUFFIX,
+    delta_columns,
+    is_layered,
+    layer_files,
+    read_file,
+    table_schema,
+)
 from store.sorted_columns import Scalars
 
 
@@ -157,6 +165,38 @@ class KeyRows(Mapping[int, int]):
         return sum(1 for _ in self)
 
 
+class Patched(Converted):
+    """The delta's lists, each made whole when asked for: a list held as a change
+    against its base row (``removed`` not null: the items added since the base, the
+    removed ones in ``removed``) is that row's list less the removed, plus the added,
+    sorted; any other is whole as it is."""
+
+    def __init__(
+        self,
+        lists: Sequence[list[str]],
+        removed: Sequence[list[str] | None],
+        base_rows: Sequence[int | None],
+        base: Sequence[list[str]],
+    ) -> None:
+        self._lists, self._removed, self._base_rows, self._base = lists, removed, base_rows, base
+
+    def __len__(self) -> int:
+        return len(self._lists)
+
+    def item(self, index: int) -> list[str]:
+        gone, row = self._removed[index], self._base_rows[index]
+        if gone is None:
+            return list(self._lists[index])
+        if row is None:
+            raise ValueError(f"delta row {index} holds a change, but its base has no row")
+        dropped = set(gone)
+        kept = [item for item in self._base[row] if item not in dropped]
+        return sorted([*kept, *self._lists[index]])
+
+    def tolist(self) -> list[list[str]]:
+        return [self.item(i) for i in range(len(self))]
+
+
 class Change:
     """One table's change since its base: the delta's rows and the base rows it kills."""
 
@@ -236,6 +276,17 @@ def _change(path: str, table: str, columns: list[str], base_ids: Any) -> Change:
     return Change(base_ids, delta, removed, key)
 
 
+def _whole_lists(change: Change, column: str, base: Sequence[list[str]]) -> Sequence[Any]:
+    """The change's list ``column``, its rows held as a change against their base rows
+    made whole (:class:`Patched`) where the delta holds such rows."""
+    lists = change.column(column)
+    removed = column + REMOVED_SUFFIX
+    if change.rows is None or removed not in change.rows.column_names:
+        return lists
+    base_rows = [change.base_row.get(value) for value in change.ids]
+    return Patched(lists, change.column(removed), base_rows, base)
+
+
 def _overlaid_surface(
     base: Surface, change: Change, path: str, table: str, index_file: str
 ) -> Surface:
@@ -263,7 +314,8 @@ def overlaid(
     if "alias_norms" not in table_schema(path, ENTITIES).names:
         return None
     base_entities = base.entity_ids.arrow  # type: ignore[attr-defined]
-    ent = _change(path, ENTITIES, ["name", "chunk_ids", "alias_norms"], base_entities)
+    columns = delta_columns(path, ENTITIES, ["name", "chunk_ids", "alias_norms"])
+    ent = _change(path, ENTITIES, columns, base_entities)
     rel_columns = [*SURFACE_COLUMNS[RELATIONS], "ann_key", "subject_id", "object_id"]
     rel_columns += ["predicate", "object_text", "category", "support", "confidence"]
     rel = _change(path, RELATIONS, rel_columns, base.relations.ids.arrow)  # type: ignore[attr-defined]
@@ -295,7 +347,9 @@ def overlaid(
     return KnowledgeLayer(
         entity_ids=entity_ids,
         entity_names=Joined(base.entity_names, ent.column("name")),
-        entity_chunks=Joined(base.entity_chunks, ent.column("chunk_ids")),
+        entity_chunks=Joined(
+            base.entity_chunks, _whole_lists(ent, "chunk_ids", base.entity_chunks)
+        ),
         aliases=Overlaid(base.aliases, new_aliases, ent.offset, ent.dead, entity_ids.__getitem__),
         relations=relations,
         subjects=Joined(Redirected(base.subjects, redirect), subjects),

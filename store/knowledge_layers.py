@@ -43,6 +43,13 @@ ID_COLUMNS = {
     "communities.parquet": "community_id",
 }
 """The layered tables (file name -> id column)."""
+RELATIVE_LISTS = {"entities.parquet": "chunk_ids"}
+"""A layered table's list column (sorted items) that a delta row may hold as its change
+against the base row with the same id: the items added since the base in the column
+itself, those removed since it in ``<column>_removed`` (null: the row holds its whole
+list). An entity named in a hundred thousand chunks is then rewritten by a window that
+names it once without its hundred thousand chunk ids."""
+REMOVED_SUFFIX = "_removed"
 FOLD_SHARE = 0.1
 """A delta (rows added, rewritten and removed) past this share of its base's rows is
 folded: the window writes the table whole (``KnowledgeConfig.fold_share``)."""
@@ -117,7 +124,7 @@ def read_table(path: str, name: str, columns: list[str] | None = None) -> pa.Tab
 
     def folded() -> pa.Table:
         base = read_file(base_file, wanted)
-        delta = read_file(delta_file, wanted)
+        delta = read_file(delta_file, _delta_columns(delta_file, name, wanted))
         removed = read_file(removed_file)["id"].combine_chunks()
         table = fold(base, delta, removed, key)
         return table if columns is None else table.select(columns)
@@ -125,6 +132,62 @@ def read_table(path: str, name: str, columns: list[str] | None = None) -> pa.Tab
     tag = f"folded:{name}:{'' if columns is None else ','.join(columns)}"
     # Kept under the delta file, which every change rewrites; the base never changes.
     return table_cache.remember(delta_file, tag, folded, _size(base_file, delta_file))
+
+
+def relative_column(name: str) -> tuple[str, str] | None:
+    """Table ``name``'s list column a delta may hold as a change, and the column of the
+    items removed (:data:`RELATIVE_LISTS`), or ``None``."""
+    column = RELATIVE_LISTS.get(name)
+    return None if column is None else (column, column + REMOVED_SUFFIX)
+
+
+def delta_columns(path: str, name: str, wanted: list[str]) -> list[str]:
+    """The columns to read of the delta of table ``name`` of the generation at ``path``
+    (layered): ``wanted``, and the removed items of a list it may hold as a change
+    (:data:`RELATIVE_LISTS`) where ``wanted`` names that list and the delta has them."""
+    found = _delta_columns(storage.join(path, layer_files(name)[1]), name, wanted)
+    return wanted if found is None else found
+
+
+def _delta_columns(delta_file: str, name: str, wanted: list[str] | None) -> list[str] | None:
+    """The columns to read of a delta: ``wanted``, and the removed items of a relative
+    list column among them where the delta has that column."""
+    relative = relative_column(name)
+    if wanted is None or relative is None or relative[0] not in wanted:
+        return wanted
+    names = read_file(delta_file).schema.names if storage.is_remote(delta_file) else None
+    if names is None:
+        names = pq.read_schema(delta_file).names
+    return [*wanted, relative[1]] if relative[1] in names else wanted
+
+
+def absolute(base: pa.Table, delta: pa.Table, key: str, column: str) -> pa.Table:
+    """``delta`` with every row that holds list ``column`` as a change against its base
+    row (its ``<column>_removed`` not null) given its whole list instead, and without
+    the removed items' column.
+
+    Raises:
+        ValueError: a relative row's id is not in ``base``.
+    """
+    removed_name = column + REMOVED_SUFFIX
+    if removed_name not in delta.column_names:
+        return delta
+    rows = true_rows(pc.is_valid(delta[removed_name]))
+    if not rows:
+        return delta.drop_columns([removed_name])
+    ids = delta[key].take(pa.array(rows, type=pa.int64())).combine_chunks()
+    at = positions(base[key].combine_chunks(), ids)
+    if len(at) != len(rows):
+        raise ValueError(f"a delta row holds its {column} as a change, but its base has no row")
+    lists = delta[column].to_pylist()
+    removed = delta[removed_name].take(pa.array(rows, type=pa.int64())).to_pylist()
+    whole = base[column].take(pa.array(at, type=pa.int64())).to_pylist()
+    for row, before, gone in zip(rows, whole, removed, strict=True):
+        lists[row] = sorted((set(before) - set(gone)) | set(lists[row]))
+    field = delta.schema.field(column)
+    at_column = delta.schema.get_field_index(column)
+    table = delta.set_column(at_column, field, pa.array(lists, type=field.type))
+    return table.drop_columns([removed_name])
 
 
 def _size(*paths: str) -> int:
@@ -222,7 +285,11 @@ def merged(kept: pa.Table, added: pa.Table, key: str) -> pa.Table:
 
 def fold(base: pa.Table, delta: pa.Table, removed: pa.Array, key: str) -> pa.Table:
     """The table a base and a delta stand for: ``base`` less the rows whose id is
-    ``removed`` or rewritten by ``delta``, plus ``delta``'s rows, sorted by ``key``."""
+    ``removed`` or rewritten by ``delta``, plus ``delta``'s rows (a list held as a
+    change made whole: :func:`absolute`), sorted by ``key``."""
+    for column in RELATIVE_LISTS.values():
+        if column in base.column_names:
+            delta = absolute(base, delta, key, column)
     ids = base[key].combine_chunks()
     gone = pa.concat_arrays([removed.cast(pa.string()), delta[key].combine_chunks()])
     kept = without_rows(base, positions(ids, gone))
@@ -328,13 +395,17 @@ def write_change(
         base_source = join(parent, name)
         parent_delta, parent_removed = upserts.schema.empty_table(), []
     base_rows = _rows(base_source, key)
-    if not table_schema(parent, name).equals(upserts.schema):
+    relative = relative_column(name)
+    own = [c for c in upserts.column_names if relative is None or c != relative[1]]
+    if not table_schema(parent, name).equals(upserts.select(own).schema):
         base_rows = 0  # written before a column was added: the table is written whole
     # The parent's delta rows that this change neither removes nor rewrites stay.
     dropped = pa.array(sorted({*removed, *upserts[key].to_pylist()}), type=pa.string())
     stay = parent_delta.filter(pc.invert(pc.is_in(parent_delta[key], value_set=dropped)))
-    delta = pa.concat_tables([stay.cast(upserts.schema), upserts]).sort_by(key)
+    delta = pa.concat_tables([stay, upserts], promote_options="permissive").sort_by(key)
     gone = sorted({*parent_removed, *removed})
+    if relative is not None and relative[1] not in delta.column_names:
+        delta = delta.append_column(relative[1], pa.nulls(delta.num_rows, pa.list_(pa.string())))
     if delta.num_rows + len(gone) > fold_share * max(1, base_rows):
         write(whole(), join(staging, name))
         logger.info("%s written whole (%d rows changed since its base)", name, delta.num_rows)

@@ -58,6 +58,7 @@ class KnowledgeRows:
         if self.delta is None:
             self.delta = self.base.schema.empty_table()
         self._delta_ids = self.delta[self.key].to_pylist()
+        self._removed, self._delta_set = set(removed), set(self._delta_ids)
         self._dead = {*removed, *self._delta_ids}  # base ids no longer live as they are
         self._dead_rows: np.ndarray | None = None
         self._base_ids, self._sorted, self._search = table_cache.remember(
@@ -135,6 +136,21 @@ class KnowledgeRows:
         )
         return self._by_id(from_base, self.delta.take(pa.array(rows, type=pa.int64())))
 
+    def in_delta(self, row_id: str) -> bool:
+        """Whether the delta holds a row with this id."""
+        return row_id in self._delta_set
+
+    def base_list(self, row_id: str, column: str) -> pa.Array | None:
+        """The items of list ``column`` in the base row with this id (that row rewritten
+        by the delta or not), or ``None`` when the base has no such row or it was
+        removed (a relative list is a change against this one)."""
+        if row_id in self._removed:
+            return None
+        found = self._base_rows([row_id])
+        if not found:
+            return None
+        return self.base[column][found[0]].values
+
     def count(self) -> int:
         """Live rows: the base's, less those the delta rewrote or removed, plus the delta's."""
         return self.base.num_rows - len(self.dead_rows()) + self.delta.num_rows
@@ -175,6 +191,8 @@ class KnowledgeRows:
         return table if self._sorted else table.sort_by(self.key)
 
     def _by_id(self, first: pa.Table, second: pa.Table) -> pa.Table:
+        """Base rows and delta rows as one table sorted by id (a delta's column the
+        base lacks, the removed items of a relative list, is null in base rows)."""
         if not second.num_rows:
             return first
-        return pa.concat_tables([first, second.cast(first.schema)]).sort_by(self.key)
+        return pa.concat_tables([first, second], promote_options="permissive").sort_by(self.key)

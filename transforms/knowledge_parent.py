@@ -3,6 +3,7 @@ documents the change drops, the rows it touches, and the whole tables only where
 table is written whole, cut or clustered again (:mod:`store.knowledge_rows` looks rows up
 without passing over the table)."""
 
+import bisect
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Set
 from typing import Any
@@ -11,16 +12,21 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from algorithms.canonicalize import KnownUnit, type_class
+from algorithms.canonicalize import KnownUnit, MentionRef, type_class, updated_counts
 from algorithms.normalize import squashed
+from schemas import ENTITY_SCHEMA, Entity
 from store import knowledge_layers, table_cache
+from store.bundles import ENTITIES
 from store.knowledge_rows import KnowledgeRows
 from store.row_index import RowIndex, squashed_column
+from store.sorted_columns import Scalars
 from transforms.gather import batched_rows
+from transforms.write import records_table
 
 __all__ = [
     "LiveIds",
     "Names",
+    "changed_entities",
     "dropped_documents",
     "known_units",
     "replaced",
@@ -147,6 +153,69 @@ def known_units(
             first_id, owner = first["mention_id"], first["entity_id"]
         units[(norm, tclass)] = (first_id, owner, count + len(live))
     return {u: KnownUnit(owner, n) for u, (_, owner, n) in units.items()}
+
+
+def _in_sorted(items: pa.Array | None) -> Callable[[str], bool]:
+    """Membership in a sorted list of items, by bisection (a base row's chunks)."""
+    if items is None or not len(items):
+        return lambda item: False
+    keys = Scalars(items)
+
+    def holds(item: str) -> bool:
+        at = bisect.bisect_left(keys, item)
+        return at < len(keys) and keys[at] == item
+
+    return holds
+
+
+def changed_entities(
+    parent: KnowledgeRows,
+    touched: Set[str],
+    gained: Mapping[str, list[MentionRef]],
+    lost: Mapping[str, list[MentionRef]],
+    prepare: Callable[[pa.Table], pa.Table],
+) -> pa.Table:
+    """The parent's ``touched`` entities after the mentions they ``gained`` and ``lost``
+    (those left with a mention), as rows of the entities table's delta: an entity the
+    base holds gets its chunks as a change against its base row (chunks added since the
+    base, and in ``chunk_ids_removed`` those removed since it), so rewriting an entity
+    named in a hundred thousand chunks writes and reads what changed; any other gets its
+    whole chunk list (``chunk_ids_removed`` null). ``prepare`` completes parent rows
+    written before a column was added."""
+    column = knowledge_layers.RELATIVE_LISTS[ENTITIES]
+    removed_column = column + knowledge_layers.REMOVED_SUFFIX
+    rows = prepare(parent.with_ids(touched))
+    changes = (
+        rows[removed_column].to_pylist()
+        if removed_column in rows.column_names
+        else [None] * rows.num_rows
+    )
+    lists = rows[column]
+    plain = rows.drop_columns([c for c in (column, removed_column) if c in rows.column_names])
+    updated, removed_lists = [], []
+    for at, (row, change) in enumerate(zip(plain.to_pylist(), changes, strict=True)):
+        entity_id = row["entity_id"]
+        counted = updated_counts(Entity(**row, chunk_ids=[]), gained[entity_id], lost[entity_id])
+        if counted is None:
+            continue
+        plus = {m.chunk_id for m in gained[entity_id]}
+        minus = {m.chunk_id for m in lost[entity_id]}
+        base_list = parent.base_list(entity_id, column)
+        in_base = _in_sorted(base_list)
+        if base_list is not None and (change is not None or not parent.in_delta(entity_id)):
+            # a change against the base row: added since it (A), removed since it (R)
+            added = set(lists[at].values.to_pylist()) if change is not None else set()
+            was_removed = set(change or ())
+            added = {c for c in (added - minus) | plus if not in_base(c)}
+            was_removed = (was_removed | {c for c in minus if in_base(c)}) - plus
+            updated.append(counted._replace(chunk_ids=sorted(added)))
+            removed_lists.append(sorted(was_removed))
+        else:  # the whole list (an entity since the base, or a delta row written whole)
+            chunks = set(lists[at].values.to_pylist())
+            updated.append(counted._replace(chunk_ids=sorted((chunks - minus) | plus)))
+            removed_lists.append(None)
+    table = records_table(updated, ENTITY_SCHEMA)
+    return table.append_column(removed_column, pa.array(removed_lists, pa.list_(pa.string())))
 
 
 class LiveIds(Set[str]):

@@ -3,34 +3,32 @@ with what changed, instead of recomputing them over every live chunk.
 
 - *Entities*: the new chunks' mentions are linked to the existing entities by the unit
   rules of the full canonicalization (:func:`algorithms.canonicalize.link_mentions`);
-  the rest become new entities. Entities that lost or gained mentions get their counts,
-  aliases and chunks recomputed; their id and name stay. Entities left without a live
-  mention are removed.
+  the rest become new entities. Entities that lost or gained mentions get their counts
+  and aliases updated by that change, and their chunks as a change against their base
+  row (:func:`transforms.knowledge_parent.changed_entities`); their id and name stay.
+  Entities left without a live mention are removed.
 - *Relations*: only the touched relation keys (a statement in a changed or removed
   document, or a new statement) are aggregated again, from their live statements; the
-  others are copied row for row, vectors included.
+  others stay as they are.
 - *Communities*: kept, cut to what is still live
   (:func:`transforms.community_cut.cut_communities`), until the share of entities whose
   edges changed since they were clustered passes ``KnowledgeConfig.recluster_share``;
   then Louvain runs over every live relation.
-- *Vectors and HNSW files*: only texts the parent has no vector for are embedded; the
-  parent's relation and community HNSW files are updated in place (removed keys
-  removed, new keys added), not rebuilt.
+- *Vectors and HNSW files*: only texts the parent has no vector for are embedded
+  (:mod:`transforms.knowledge_surfaces` writes them and updates the parent's HNSW files).
 
-The parent's tables are read with pyarrow inside one step: a refresh touches a few
-hundred rows of tables with hundreds of thousands, and moving every row through Beam
-would cost more than the work.
+The parent's tables are read with pyarrow inside one step, and looked up
+(:mod:`store.knowledge_rows`: through indexes of the parent's base where the process
+keeps what it reads, a stream): a window touches a few hundred rows of tables with
+millions, and neither moving every row through Beam nor passing over it is worth it.
 """
 
 import json
 import logging
-import os
-import shutil
-import tempfile
 from collections import defaultdict
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, NamedTuple
+from typing import Any
 
 import apache_beam as beam
 import numpy as np
@@ -42,72 +40,52 @@ from apache_beam.utils.shared import Shared
 from algorithms.canonicalize import (
     MentionRef,
     link_mentions,
-    updated_entity,
 )
 from algorithms.communities import detect_communities
 from algorithms.normalize import normalize_surface, squashed
-from algorithms.summaries import COOCCURRENCE, aggregate_relations, relation_id, relation_key
+from algorithms.summaries import aggregate_relations, relation_id, relation_key
 from schemas import (
     COMMUNITY_SCHEMA,
     ENTITY_SCHEMA,
     MENTION_SCHEMA,
-    RELATION_SCHEMA,
-    Entity,
     Mention,
     Relation,
     Statement,
 )
-from store import bundles, knowledge_layers, storage, table_cache
+from store import bundles, knowledge_layers, storage
 from store.config import AnnConfig, KnowledgeConfig
 from store.knowledge_rows import KnowledgeRows
 from store.row_index import file_rows
 from store.segments import EXTRACTED_STATEMENTS
-from transforms.ann import AnnKeyCollisionError, build_index, keys_and_vectors, save_index
 from transforms.canonicalize import NameEncoder
 from transforms.community_cut import cut_communities
 from transforms.embed import text_key
-from transforms.gather import Gather, batched_rows, single
+from transforms.gather import Gather, batched_rows
 from transforms.knowledge_parent import (
     LiveIds,
     Names,
+    changed_entities,
     dropped_documents,
     known_units,
     replaced,
     unchanged_documents,
     without,
 )
+from transforms.knowledge_surfaces import (
+    KnowledgeUpdate,
+    embeddable,
+    embedded,
+    read_table,
+    write_surfaces,
+    write_table,
+)
 from transforms.write import (
     records_table,
-    vector_rows_table,
-    with_vector_columns,
-    write_parquet,
 )
 
 logger = logging.getLogger(__name__)
 
 KNOWLEDGE_STATE = ".knowledge_state.json"  # staging only: the launcher reads and removes it
-
-
-class KnowledgeUpdate(NamedTuple):
-    """What the update step hands to the surface writer."""
-
-    removed_relations: list[str]  # parent relation ids that are gone or recomputed
-    relations: list[Relation]  # recomputed and new relations
-    communities: pa.Table | None  # the new generation's (COMMUNITY_SCHEMA); None: the parent's
-    reclustered: bool
-
-
-def _read(generation: str, name: str, columns: list[str] | None = None) -> pa.Table:
-    """A knowledge table of a generation, whole or folded from its base and delta (a
-    stream's last window wrote it: :mod:`store.table_cache`)."""
-    return knowledge_layers.read_table(generation, name, columns)
-
-
-def _write_table(table: pa.Table, path: str) -> None:
-    """Write a whole knowledge table; a stream keeps it in memory for the validation
-    and the window that read it next."""
-    write_parquet(table, path)
-    table_cache.written(path, table)
 
 
 def _with_alias_norms(entities: pa.Table) -> pa.Table:
@@ -129,10 +107,6 @@ def _rows(table: pa.Table, row_type: Any) -> list[Any]:
 
 def _ref(m: Mention) -> MentionRef:
     return MentionRef(m.mention_id, m.text, m.label, m.norm, m.chunk_id)
-
-
-def _embeddable(relation: Relation, floor: float) -> bool:
-    return relation.category != COOCCURRENCE and relation.confidence >= floor
 
 
 class _UpdateFn(beam.DoFn):
@@ -225,23 +199,22 @@ class _UpdateFn(beam.DoFn):
         for m in _rows(gone_mentions, Mention):
             lost[m.entity_id].append(_ref(m))
         touched = set(gained) | set(lost)
-        touched_entities = _with_alias_norms(parent_entities.with_ids(touched))
-        refreshed = [
-            e
-            for e in (
-                updated_entity(e, gained[e.entity_id], lost[e.entity_id])
-                for e in _rows(touched_entities, Entity)
-            )
-            if e is not None
-        ]
-        removed_entities = touched - {e.entity_id for e in refreshed}
-        added_entities = records_table([*refreshed, *linked.entities], ENTITY_SCHEMA)
+        refreshed = changed_entities(parent_entities, touched, gained, lost, _with_alias_norms)
+        removed_entities = touched - set(refreshed["entity_id"].to_pylist())
+        added_entities = pa.concat_tables(
+            [refreshed, records_table(linked.entities, ENTITY_SCHEMA)],
+            promote_options="permissive",
+        )
         entity_count = parent_entities.count() - len(removed_entities) + len(linked.entities)
 
         def entities_now() -> pa.Table:  # every row: to write it whole, cut or recluster
-            return replaced(
-                parent_entities, touched, added_entities, ENTITY_SCHEMA, _with_alias_norms
+            whole_rows = knowledge_layers.absolute(
+                _with_alias_norms(parent_entities.base),
+                added_entities,
+                "entity_id",
+                knowledge_layers.RELATIVE_LISTS[bundles.ENTITIES],
             )
+            return replaced(parent_entities, touched, whole_rows, ENTITY_SCHEMA, _with_alias_norms)
 
         writes.append(
             pool.submit(
@@ -349,14 +322,14 @@ class _UpdateFn(beam.DoFn):
         yield KnowledgeUpdate(removed_relations, relations, communities, reclustered)
 
         floor = config.summary_floor
-        summaries = {r.summary for r in relations if _embeddable(r, floor)}
-        reused = _embedded(parent_relations.where("summary", summaries), "summary", summaries)
+        summaries = {r.summary for r in relations if embeddable(r, floor)}
+        reused = embedded(parent_relations.where("summary", summaries), "summary", summaries)
         reports: set[str] = set()
         if config.surface_vectors and communities is not None:
             # Kept communities keep their reports, whose vectors the parent holds.
             reports = set(communities["report"].to_pylist())
-            reused |= _embedded(
-                _read(self._parent, bundles.COMMUNITIES, ["report", "embedding"]),
+            reused |= embedded(
+                read_table(self._parent, bundles.COMMUNITIES, ["report", "embedding"]),
                 "report",
                 reports,
             )
@@ -373,7 +346,7 @@ class _UpdateFn(beam.DoFn):
             upserts=upserts,
             removed=removed,
             whole=whole,
-            write=_write_table,
+            write=write_table,
             fold_share=self._config.fold_share,
         )
 
@@ -415,7 +388,7 @@ class _UpdateFn(beam.DoFn):
                 pa.array([r.relation_id for r in relations], type=pa.string()),
             ]
         )
-        parent = _read(self._parent, bundles.COMMUNITIES)
+        parent = read_table(self._parent, bundles.COMMUNITIES)
         return cut_communities(
             parent.drop_columns(["ann_key", "embedding"]).cast(COMMUNITY_SCHEMA),
             entity_ids=entities["entity_id"].combine_chunks(),
@@ -482,224 +455,6 @@ class UpdateKnowledge(beam.PTransform):
         return {"update": out["update"], "texts": out["texts"]}
 
 
-def _local_index(path: str, scratch: str) -> Any:
-    """The HNSW file at ``path`` (any filesystem), loaded to be changed."""
-    from usearch.index import Index
-
-    local = os.path.join(scratch, os.path.basename(path))
-    with FileSystems.open(path) as src, open(local, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    return Index.restore(local)
-
-
-def _updated_index(
-    parent_index: str,
-    scratch: str,
-    removed: np.ndarray,
-    added: tuple[np.ndarray, np.ndarray],
-) -> Any:
-    """The parent's HNSW file with ``removed`` keys removed and ``added`` (sorted keys,
-    vectors) added on one thread, in key order.
-
-    Raises:
-        AnnKeyCollisionError: an added key is already a remaining row's key.
-    """
-    keys, vectors = added
-    index = _local_index(parent_index, scratch)
-    if len(removed):
-        index.remove(removed)
-    if len(keys):
-        clash = keys[np.asarray(index.contains(keys), dtype=bool)]
-        if len(clash):
-            raise AnnKeyCollisionError(f"ANN key {int(clash[0])} added twice")
-        index.add(keys, vectors, threads=1)
-    return index
-
-
-def _embedded_rows(table: pa.Table, column: str, wanted: set[str]) -> pa.Table:
-    """The rows of a parent table whose ``column`` text is ``wanted`` and has a vector."""
-    return table.filter(
-        pc.and_(
-            pc.is_in(table[column], value_set=pa.array(sorted(wanted), type=pa.string())),
-            pc.is_valid(table["embedding"]),
-        )
-    )
-
-
-def _embedded(table: pa.Table, column: str, wanted: set[str]) -> set[str]:
-    """The ``wanted`` texts the parent table holds a vector for (they are not embedded)."""
-    return set(_embedded_rows(table, column, wanted)[column].to_pylist())
-
-
-def _vector_lookup(table: pa.Table, column: str, wanted: set[str]) -> dict[str, np.ndarray]:
-    """text -> parent vector, for the ``wanted`` texts the parent table embedded."""
-    rows = _embedded_rows(table, column, wanted)
-    flat = pc.list_flatten(rows["embedding"]).to_numpy().astype(np.float32)
-    matrix = flat.reshape(rows.num_rows, -1) if rows.num_rows else []
-    return dict(zip(rows[column].to_pylist(), matrix, strict=True))
-
-
-class _WriteSurfacesFn(beam.DoFn):
-    """Gathered ``{update, vectors}`` -> the relations and communities tables and their
-    HNSW files in ``staging``."""
-
-    def __init__(
-        self,
-        *,
-        parent: str,
-        staging: str,
-        dimension: int,
-        floor: float,
-        ann: AnnConfig,
-        fold_share: float = knowledge_layers.FOLD_SHARE,
-    ) -> None:
-        self._parent = parent
-        self._staging = staging
-        self._dimension = dimension
-        self._floor = floor
-        self._ann = ann
-        self._fold_share = fold_share
-
-    def process(self, gathered: dict[str, list[Any]]) -> Iterator[tuple[str, int]]:
-        update: KnowledgeUpdate = single(gathered["update"], None)
-        embedded = {key: vector for key, vector in gathered["vectors"]}
-
-        def vector(text: str, parent: dict[str, np.ndarray]) -> Any:
-            return parent.get(text, embedded.get(text_key(text)))
-
-        with tempfile.TemporaryDirectory() as scratch:
-            yield from self._relations(update, vector, scratch)
-            if update.communities is None:
-                yield from self._parent_communities()
-            else:
-                yield from self._communities(
-                    update.communities, update.reclustered, vector, scratch
-                )
-
-    def _relations(self, update: KnowledgeUpdate, vector: Any, scratch: str) -> Iterator[Any]:
-        """The parent's relation rows less the removed ones, plus the recomputed ones."""
-        join = storage.join
-        parent_relations = KnowledgeRows(self._parent, bundles.RELATIONS)
-        gone = parent_relations.with_ids(update.removed_relations)
-        summaries = {r.summary for r in update.relations if _embeddable(r, self._floor)}
-        known = _vector_lookup(parent_relations.where("summary", summaries), "summary", summaries)
-        pairs = [
-            (r, vector(r.summary, known) if _embeddable(r, self._floor) else None)
-            for r in update.relations
-        ]
-        fresh = vector_rows_table(
-            pairs, RELATION_SCHEMA, self._dimension, row_id=lambda r: r.relation_id
-        )
-        recomputed = set(fresh["relation_id"].to_pylist())
-        knowledge_layers.write_change(
-            self._staging,
-            bundles.RELATIONS,
-            self._parent,
-            upserts=fresh,
-            removed=[r for r in update.removed_relations if r not in recomputed],
-            whole=lambda: replaced(
-                parent_relations, set(update.removed_relations), fresh, fresh.schema
-            ),
-            write=_write_table,
-            fold_share=self._fold_share,
-        )
-        gone_keys = gone.filter(pc.is_valid(gone["embedding"]))["ann_key"].to_numpy()
-        added = keys_and_vectors(
-            [(r.relation_id, v) for r, v in pairs if v is not None], self._dimension
-        )
-        index = _updated_index(
-            join(self._parent, bundles.RELATION_INDEX), scratch, gone_keys, added
-        )
-        yield save_index(index, join(self._staging, bundles.RELATION_INDEX))
-
-    def _parent_communities(self) -> Iterator[Any]:
-        """Communities the update left as they were: the parent's table (whole, or base
-        and delta) and HNSW file, byte for byte."""
-        knowledge_layers.link_table(self._parent, self._staging, bundles.COMMUNITIES)
-        target = storage.join(self._staging, bundles.COMMUNITY_INDEX)
-        storage.reuse_file(storage.join(self._parent, bundles.COMMUNITY_INDEX), target)
-        yield target, 0
-
-    def _communities(
-        self, kept: pa.Table, reclustered: bool, vector: Any, scratch: str
-    ) -> Iterator[Any]:
-        """The update's communities: a report the parent embedded keeps its vector."""
-        join = storage.join
-        parent_communities = _read(self._parent, bundles.COMMUNITIES)
-        ids = kept["community_id"].to_pylist()
-        reports = kept["report"].to_pylist()
-        by_report = _vector_lookup(parent_communities, "report", set(reports))
-        community_vectors = [vector(report, by_report) for report in reports]
-        communities = with_vector_columns(kept, ids, community_vectors, self._dimension)
-        if reclustered:
-            yield from self._write(bundles.COMMUNITIES, communities)
-        else:  # cut: the rows the cut changed, over the parent's base
-            upserts, removed = knowledge_layers.changed_rows(
-                parent_communities.cast(communities.schema), communities, "community_id"
-            )
-            knowledge_layers.write_change(
-                self._staging,
-                bundles.COMMUNITIES,
-                self._parent,
-                upserts=upserts,
-                removed=removed,
-                whole=lambda: communities,
-                write=_write_table,
-                fold_share=self._fold_share,
-            )
-        keys, vectors = keys_and_vectors(
-            [(i, v) for i, v in zip(ids, community_vectors, strict=True) if v is not None],
-            self._dimension,
-        )
-        if reclustered:
-            index = build_index(keys, vectors, config=self._ann)
-        else:
-            before = parent_communities["ann_key"].to_numpy()
-            index = _updated_index(
-                join(self._parent, bundles.COMMUNITY_INDEX),
-                scratch,
-                np.setdiff1d(before, keys),
-                (np.zeros(0, dtype=np.uint64), np.zeros((0, self._dimension), np.float32)),
-            )
-        yield save_index(index, join(self._staging, bundles.COMMUNITY_INDEX))
-
-    def _write(self, filename: str, table: pa.Table) -> Iterator[tuple[str, int]]:
-        path = storage.join(self._staging, filename)
-        _write_table(table, path)
-        yield path, table.num_rows
-
-
-class WriteSurfaces(beam.PTransform):
-    """``{update: one KnowledgeUpdate, vectors: (text_key, vector)}`` -> the relations and
-    communities tables and HNSW files of the new generation, the parent's updated in place.
-
-    Memory bound: the parent's relation and community tables and HNSW files on one worker.
-    """
-
-    def __init__(
-        self,
-        *,
-        parent: str,
-        staging: str,
-        dimension: int,
-        floor: float,
-        ann: AnnConfig,
-        fold_share: float = knowledge_layers.FOLD_SHARE,
-    ) -> None:
-        super().__init__()
-        self._fn = _WriteSurfacesFn(
-            parent=parent,
-            staging=staging,
-            dimension=dimension,
-            floor=floor,
-            ann=ann,
-            fold_share=fold_share,
-        )
-
-    def expand(self, inputs: Any) -> beam.PCollection:
-        return dict(inputs) | "GatherSurfaces" >> Gather() | "WriteSurfaces" >> beam.ParDo(self._fn)
-
-
 def apply_update(
     rows: Mapping[str, list[Any]],
     unchanged: Collection[str],
@@ -755,7 +510,10 @@ def apply_update(
         else:
             updates.append(out)
     vectors: Any = np.asarray(embed(texts), dtype=np.float32) if texts else []
-    surfaces = _WriteSurfacesFn(
+    keyed = [(text_key(t), v) for t, v in zip(texts, vectors, strict=True)]
+    write_surfaces(
+        updates,
+        keyed,
         parent=parent,
         staging=staging,
         dimension=dimension,
@@ -763,7 +521,4 @@ def apply_update(
         ann=ann,
         fold_share=config.fold_share,
     )
-    keyed = [(text_key(t), v) for t, v in zip(texts, vectors, strict=True)]
-    for _ in surfaces.process({"update": updates, "vectors": keyed}):
-        pass
     return len(texts)

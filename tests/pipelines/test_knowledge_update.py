@@ -362,6 +362,16 @@ def test_windows_write_a_delta_over_their_parents_base(layered):
             assert 0 < rows < len(_table(root, "k6", name)), name
         # Past the default share the same window writes the table whole.
         assert not knowledge_layers.is_layered(bundle_path(whole_root, "k6"), table)
+    # An entity the base holds is rewritten with its chunks as a change against its
+    # base row: the chunks added since the base, and those removed since it.
+    for k in (k5, k6):
+        delta = pq.read_table(os.path.join(k, "entities.delta.parquet"))
+        changes = delta["chunk_ids_removed"].to_pylist()
+        assert any(c is not None for c in changes), k
+        base = pq.read_table(os.path.join(k, "entities.base.parquet"), columns=["entity_id"])
+        in_base = set(base["entity_id"].to_pylist())
+        for entity_id, change in zip(delta["entity_id"].to_pylist(), changes, strict=True):
+            assert (change is not None) == (entity_id in in_base), entity_id
     # An edit cuts the kept communities: the rows it changed (here the one community),
     # over the parent's (store.knowledge_layers.changed_rows finds them).
     assert knowledge_layers.is_layered(k5, "communities.parquet")

@@ -6,7 +6,15 @@ import pyarrow as pa
 import pytest
 
 from query.columns import ArrowSequence
-from query.knowledge_overlay import Change, Joined, KeyRows, Overlaid, Redirected, entity_rows
+from query.knowledge_overlay import (
+    Change,
+    Joined,
+    KeyRows,
+    Overlaid,
+    Patched,
+    Redirected,
+    entity_rows,
+)
 
 # base rows 0-3 hold e1, e3, e5, e7 (sorted by id); the delta rewrites e5 and adds e4
 BASE_IDS = pa.array(["e1", "e3", "e5", "e7"])
@@ -74,3 +82,17 @@ def test_redirected_rows_point_at_the_rewritten_entitys_new_row():
     rows = Redirected([0, 2, 2, 1], {2: 5})
     assert [rows[i] for i in range(4)] == [0, 5, 5, 1]
     assert rows.tolist() == [0, 5, 5, 1]
+
+
+def test_a_list_held_as_a_change_is_made_whole_from_its_base_row():
+    base = [["c1", "c2", "c3"], ["c4"]]
+    patched = Patched(
+        [["c0"], ["c9"], ["c5"]],
+        [["c2"], None, []],
+        [0, None, 1],
+        base,
+    )
+    assert patched.tolist() == [["c0", "c1", "c3"], ["c9"], ["c4", "c5"]]
+    assert patched[-1] == ["c4", "c5"] and len(patched) == 3
+    with pytest.raises(ValueError, match="base has no row"):
+        Patched([["c1"]], [[]], [None], base)[0]

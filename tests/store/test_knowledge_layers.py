@@ -191,3 +191,98 @@ def test_changed_rows_finds_every_difference_and_nothing_else():
     assert upserts["id"].to_pylist() == ["b", "d", "f"]  # an item, a null list, a new row
     assert removed == ["e"]
     assert layers.changed_rows(old, old, "id")[0].num_rows == 0
+
+
+ENTITIES = "entities.parquet"
+LISTED = pa.schema([("entity_id", pa.string()), ("chunk_ids", pa.list_(pa.string()))])
+
+
+def test_a_list_held_as_a_change_against_its_base_row_reads_whole(tmp_path):
+    """An entity's chunks in a delta row are the chunks added since its base row and,
+    in ``chunk_ids_removed``, those removed since it; readers see the whole list, as
+    they see a row the delta holds whole."""
+    base = pa.table(
+        {
+            "entity_id": ["e1", "e2", "e3"],
+            "chunk_ids": [["c1", "c2", "c3"], ["c4"], ["c5", "c6"]],
+        },
+        schema=LISTED,
+    )
+    parent = tmp_path / "parent"
+    parent.mkdir()
+    pq.write_table(base, parent / ENTITIES)
+    relative = pa.list_(pa.string())
+    upserts = pa.table(
+        {
+            "entity_id": ["e1", "e3", "e9"],
+            "chunk_ids": [["c0", "c7"], [], ["c8"]],
+            "chunk_ids_removed": pa.array([["c2"], ["c5"], None], relative),
+        }
+    )
+    child = str(tmp_path / "child")
+    os.makedirs(child)
+    written = layers.write_change(
+        child,
+        ENTITIES,
+        str(parent),
+        upserts=upserts,
+        removed=[],
+        whole=lambda: pytest.fail("within the share"),
+        write=_write,
+        fold_share=10.0,
+    )
+    assert written == "layered"
+    assert layers.delta_columns(child, ENTITIES, ["chunk_ids"]) == [
+        "chunk_ids",
+        "chunk_ids_removed",
+    ]
+    assert layers.delta_columns(child, ENTITIES, ["entity_id"]) == ["entity_id"]
+    expected = {
+        "e1": ["c0", "c1", "c3", "c7"],
+        "e2": ["c4"],
+        "e3": ["c6"],
+        "e9": ["c8"],
+    }
+    for columns in (None, ["chunk_ids"]):
+        table = layers.read_table(child, ENTITIES, columns)
+        assert table.column_names == (columns or ["entity_id", "chunk_ids"])
+        assert dict(zip(sorted(expected), table["chunk_ids"].to_pylist(), strict=True)) == expected
+    # the next window's change is folded with this one's, still against the base
+    grandchild = str(tmp_path / "grandchild")
+    os.makedirs(grandchild)
+    again = pa.table(
+        {
+            "entity_id": ["e2"],
+            "chunk_ids": [["c9"]],
+            "chunk_ids_removed": pa.array([[]], relative),
+        }
+    )
+    layers.write_change(
+        grandchild,
+        ENTITIES,
+        child,
+        upserts=again,
+        removed=["e9"],
+        whole=lambda: pytest.fail("within the share"),
+        write=_write,
+        fold_share=10.0,
+    )
+    table = layers.read_table(grandchild, ENTITIES)
+    assert table.to_pylist() == [
+        {"entity_id": "e1", "chunk_ids": ["c0", "c1", "c3", "c7"]},
+        {"entity_id": "e2", "chunk_ids": ["c4", "c9"]},
+        {"entity_id": "e3", "chunk_ids": ["c6"]},
+    ]
+
+
+def test_a_change_whose_base_row_is_gone_is_refused(tmp_path):
+    base = pa.table({"entity_id": ["e1"], "chunk_ids": [["c1"]]}, schema=LISTED)
+    delta = pa.table(
+        {
+            "entity_id": ["e2"],
+            "chunk_ids": [["c2"]],
+            "chunk_ids_removed": pa.array([[]], pa.list_(pa.string())),
+        }
+    )
+    with pytest.raises(ValueError, match="base has no row"):
+        layers.absolute(base, delta, "entity_id", "chunk_ids")
