@@ -127,7 +127,7 @@ class KnowledgeRows:
         wanted = sorted(set(ids))
         if not wanted:
             return self.base.schema.empty_table()
-        in_delta = set(self._delta_ids).intersection(wanted)
+        in_delta = self._delta_set.intersection(wanted)
         from_base = self._live(np.asarray(self._base_rows(wanted), dtype=np.int64))
         if not in_delta:
             return from_base

@@ -34,7 +34,6 @@ __all__ = [
     "embeddable",
     "embedded",
     "read_table",
-    "write_surfaces",
     "write_table",
 ]
 
@@ -282,27 +281,8 @@ class WriteSurfaces(beam.PTransform):
     def expand(self, inputs: Any) -> beam.PCollection:
         return dict(inputs) | "GatherSurfaces" >> Gather() | "WriteSurfaces" >> beam.ParDo(self._fn)
 
-
-def write_surfaces(
-    updates: list[KnowledgeUpdate],
-    vectors: list[tuple[str, Any]],
-    *,
-    parent: str,
-    staging: str,
-    dimension: int,
-    floor: float,
-    ann: AnnConfig,
-    fold_share: float = knowledge_layers.FOLD_SHARE,
-) -> None:
-    """What :class:`WriteSurfaces` does, on an update and vectors in memory (the stream's
-    committer: ``transforms.knowledge_update.apply_update``)."""
-    surfaces = _WriteSurfacesFn(
-        parent=parent,
-        staging=staging,
-        dimension=dimension,
-        floor=floor,
-        ann=ann,
-        fold_share=fold_share,
-    )
-    for _ in surfaces.process({"update": updates, "vectors": vectors}):
-        pass
+    def write(self, updates: list[KnowledgeUpdate], vectors: list[tuple[str, Any]]) -> None:
+        """What the transform does, on an update and ``(text_key, vector)`` pairs in
+        memory (the stream's committer: ``transforms.knowledge_update.apply_update``)."""
+        for _ in self._fn.process({"update": updates, "vectors": vectors}):
+            pass

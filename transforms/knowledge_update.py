@@ -73,10 +73,10 @@ from transforms.knowledge_parent import (
 )
 from transforms.knowledge_surfaces import (
     KnowledgeUpdate,
+    WriteSurfaces,
     embeddable,
     embedded,
     read_table,
-    write_surfaces,
     write_table,
 )
 from transforms.write import (
@@ -511,14 +511,12 @@ def apply_update(
             updates.append(out)
     vectors: Any = np.asarray(embed(texts), dtype=np.float32) if texts else []
     keyed = [(text_key(t), v) for t, v in zip(texts, vectors, strict=True)]
-    write_surfaces(
-        updates,
-        keyed,
+    WriteSurfaces(
         parent=parent,
         staging=staging,
         dimension=dimension,
         floor=config.summary_floor,
         ann=ann,
         fold_share=config.fold_share,
-    )
+    ).write(updates, keyed)
     return len(texts)
