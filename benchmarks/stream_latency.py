@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import random
+import signal
 import statistics
 import subprocess
 import sys
@@ -247,6 +248,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                "--window", args.window, *extra]  # fmt: skip
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     started = time.monotonic()
+    # A benchmark stopped by SIGTERM (kill, pkill) stops its stream too (the finally
+    # below), instead of leaving it committing windows into the root.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     with open(work / "stream.log", "w") as log:
         stream = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
         try:
