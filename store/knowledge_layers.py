@@ -203,12 +203,7 @@ def positions(ids: pa.Array, wanted: pa.Array) -> list[int]:
     if len(wanted) > BISECT_LIMIT or not increasing(ids):
         return true_rows(pc.is_in(ids, value_set=wanted))
     keys = Scalars(ids)
-    found = []
-    for value in sorted(set(wanted.to_pylist())):
-        at = bisect.bisect_left(keys, value)
-        if at < len(keys) and keys[at] == value:
-            found.append(at)
-    return found
+    return [at for v in sorted(set(wanted.to_pylist())) if (at := keys.find(v)) >= 0]
 
 
 def true_rows(mask: pa.Array | pa.ChunkedArray) -> list[int]:

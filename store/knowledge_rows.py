@@ -16,7 +16,6 @@ Example:
     >>> some = mentions.with_ids(["m-12", "m-40"])
 """
 
-import bisect
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -175,12 +174,8 @@ class KnowledgeRows:
         if len(ids) > knowledge_layers.BISECT_LIMIT or not self._sorted:
             wanted = pa.array(ids, type=self._base_ids.type)
             return knowledge_layers.true_rows(pc.is_in(self._base_ids, value_set=wanted))
-        keys, found = Scalars(self._base_ids), []
-        for value in ids:
-            at = bisect.bisect_left(keys, value)
-            if at < len(keys) and keys[at] == value:
-                found.append(at)
-        return found
+        keys = Scalars(self._base_ids)
+        return [at for value in ids if (at := keys.find(value)) >= 0]
 
     def _live(self, rows: np.ndarray) -> pa.Table:
         """Base rows ``rows`` (ascending) less those no longer live, sorted by id."""

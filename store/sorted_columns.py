@@ -5,6 +5,7 @@ rows: the update puts new rows in place and looks ids up, and validation walks a
 against its parent, by bisecting the columns rather than hashing every id.
 """
 
+import bisect
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,6 +36,11 @@ class Scalars(Sequence[Any]):
 
     def __getitem__(self, i: Any) -> Any:
         return self._values[i].as_py()
+
+    def find(self, value: Any) -> int:
+        """The row holding ``value`` in the sorted column, by bisection, or -1."""
+        at = bisect.bisect_left(self, value)
+        return at if at < len(self) and self[at] == value else -1
 
 
 class SortedIds:

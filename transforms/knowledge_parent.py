@@ -3,7 +3,6 @@ documents the change drops, the rows it touches, and the whole tables only where
 table is written whole, cut or clustered again (:mod:`store.knowledge_rows` looks rows up
 without passing over the table)."""
 
-import bisect
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Set
 from typing import Any
@@ -160,12 +159,7 @@ def _in_sorted(items: pa.Array | None) -> Callable[[str], bool]:
     if items is None or not len(items):
         return lambda item: False
     keys = Scalars(items)
-
-    def holds(item: str) -> bool:
-        at = bisect.bisect_left(keys, item)
-        return at < len(keys) and keys[at] == item
-
-    return holds
+    return lambda item: keys.find(item) >= 0
 
 
 def changed_entities(
