@@ -11,14 +11,16 @@ tables), ``canonicalize`` (``algorithms.canonicalize.canonicalize``, then the me
 and entities tables), ``relations`` (``algorithms.summaries.aggregate_relations``, the
 relations table and its HNSW file), ``communities`` (``algorithms.communities.
 detect_communities`` with the configured engine, the communities table and its HNSW
-file), ``open`` (``query.knowledge.load_knowledge`` on the written generation, cold) and
+file), ``maps`` (``store.knowledge_maps.write_maps``: the map files readers open the
+tables from), ``open`` (``query.knowledge.load_knowledge`` on the written generation,
+cold; then lookups on it; then the layer built from every row, as without map files) and
 ``window`` (one new document: the stream committer's in-memory update,
-``transforms.knowledge_update.apply_update``, then the reader's reopen of the new
-generation). Each step reports its wall time, the peak RSS of its process (and of any
-process it started) and the bytes it wrote. The steps (``benchmarks.knowledge_steps``)
-call the same functions the Beam transforms (``transforms/canonicalize.py``,
-``summaries.py``, ``communities.py``) call on their gathered inputs and the same table
-writers; the Beam pipeline of
+``transforms.knowledge_update.apply_update`` and the window's map files, then the
+reader's reopen of the new generation). Each step reports its wall time, the peak RSS
+of its process (and of any process it started) and the bytes it wrote. The steps
+(``benchmarks.knowledge_steps``) call the same functions the Beam transforms
+(``transforms/canonicalize.py``, ``summaries.py``, ``communities.py``) call on their
+gathered inputs and the same table writers; the Beam pipeline of
 ``pipelines/knowledge.py`` itself starts from spaCy over chunk text, which a synthetic
 workload does not have.
 
@@ -31,7 +33,8 @@ threshold, so the variant merge costs what it costs (blocking, comparisons) and 
 what an unrelated pair of names would.
 
 ``--json OUT`` writes one JSON object per size (a list), with ``window_update_s``,
-``window_bytes_written``, ``reader_reopen_s``, ``peak_rss_mb`` (the largest of any step's
+``window_bytes_written``, ``reader_reopen_s``, ``reader_open_s`` (cold, from map files),
+``reader_open_rows_s`` (from every row), ``peak_rss_mb`` (the largest of any step's
 process) and ``steps`` (per step: ``wall_s``, ``peak_rss_mb``, ``bytes_written`` and the
 step's own figures).
 """
@@ -66,7 +69,7 @@ from benchmarks.knowledge_steps import (
 
 __all__ = ["HashNameEncoder", "main", "reopen", "run_size", "window_update"]
 
-STEPS = ("generate", "canonicalize", "relations", "communities", "open", "window")
+STEPS = ("generate", "canonicalize", "relations", "communities", "maps", "open", "window")
 WINDOW = "window"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
 
@@ -95,6 +98,7 @@ def window_update(
     base writes none)."""
     import transforms.knowledge_update as update
     from store.config import AnnConfig
+    from store.knowledge_maps import write_maps
     from transforms.segments import write_extraction
 
     staging = os.path.join(work, folder)
@@ -105,11 +109,12 @@ def window_update(
     started = time.perf_counter()
     try:
         _ = list(write_extraction(staging, rows))
+        parent = os.path.join(work, GENERATION)
         update.apply_update(
             rows,
             unchanged,
             dropped=[],  # the window adds a document
-            parent=os.path.join(work, GENERATION),
+            parent=parent,
             segments=[os.path.join(work, SEGMENT)],
             staging=staging,
             model="benchmark-hash-encoder",
@@ -120,6 +125,7 @@ def window_update(
             ann=AnnConfig(),
             embed=lambda texts: np.ones((len(texts), DIMENSION), np.float32) / DIMENSION**0.5,
         )
+        write_maps(staging, parent)  # as the committer does before its manifest
     finally:
         update.NameEncoder = real  # type: ignore[misc]
     return time.perf_counter() - started, bytes_under(staging, own_only=True)
@@ -134,10 +140,46 @@ def reopen(path: str) -> tuple[Any, float]:
     return layer, time.perf_counter() - started
 
 
+def step_maps(work: str) -> dict[str, Any]:
+    """The map files readers open the generation's knowledge tables from
+    (``store.knowledge_maps.write_maps``, as every generation's writer runs it)."""
+    from store.knowledge_maps import write_maps
+
+    started = time.perf_counter()
+    built = write_maps(os.path.join(work, GENERATION))
+    return {"maps_s": round(time.perf_counter() - started, 3), "maps": built}
+
+
+LOOKUPS = 200
+"""Anchors resolved and expanded on the cold layer (``lookups_s``)."""
+
+
 def step_open(work: str) -> dict[str, Any]:
-    """A cold reader's open of the generation's knowledge layer."""
+    """A cold reader's open of the generation's knowledge layer from its map files
+    (``open_s``), then :data:`LOOKUPS` anchors resolved and expanded two hops on it
+    (``lookups_s``: the pages they touch are read then); and the same layer built from
+    every row of the tables, as a reader without map files does (``open_rows_s``)."""
+    from query.knowledge import whole_layer
+
     layer, seconds = reopen(os.path.join(work, GENERATION))
-    return {"open_s": round(seconds, 3), "entities": len(layer.entity_ids)}
+    names = [layer.entity_names[i] for i in range(0, len(layer.entity_ids), 97)][:LOOKUPS]
+    started = time.perf_counter()
+    reached = 0
+    for name in names:
+        found = layer.resolve(name, lambda chunks: True)
+        reached += len(layer.expand(found, lambda chunks: True, hops=2, fan_out=4, limit=20))
+    lookups = time.perf_counter() - started
+    started = time.perf_counter()
+    whole_layer(os.path.join(work, GENERATION))
+    rows_s = time.perf_counter() - started
+    return {
+        "open_s": round(seconds, 4),
+        "open_rows_s": round(rows_s, 3),
+        "lookups_s": round(lookups, 4),
+        "lookups": len(names),
+        "relations_reached": reached,
+        "entities": len(layer.entity_ids),
+    }
 
 
 WARM = "window-warm"
@@ -258,6 +300,8 @@ def run_size(docs: int, work: str, *, seed: int, engine: str | None) -> dict[str
         "reader_reopen_s": window["reader_reopen_s"],
         "reader_reopen_cold_s": window["reader_reopen_cold_s"],
         "reader_open_s": steps["open"]["open_s"],
+        "reader_open_rows_s": steps["open"]["open_rows_s"],
+        "reader_lookups_s": steps["open"]["lookups_s"],
         "peak_rss_mb": max(s["peak_rss_mb"] for s in steps.values()),
         "workload": steps["generate"].get("workload", {}),
         "steps": steps,
@@ -277,6 +321,11 @@ def _table(results: Sequence[dict[str, Any]]) -> str:
             f"{result['window_bytes_written'] / 1e6:.2f} MB written, "
             f"reopen {result['reader_reopen_s']} s (cold {result['reader_reopen_cold_s']} s)"
         )
+        lines.append(
+            f"{result['docs']:>9,} open: {result['reader_open_s']} s from map files "
+            f"({result['reader_open_rows_s']} s from every row), "
+            f"{result['steps']['open']['lookups']} lookups {result['reader_lookups_s']} s"
+        )
     return "\n".join(lines)
 
 
@@ -287,6 +336,7 @@ def _step_main(args: argparse.Namespace) -> None:
         "canonicalize": lambda: step_canonicalize(args.work, config),
         "relations": lambda: step_relations(args.work),
         "communities": lambda: step_communities(args.work, config, args.seed),
+        "maps": lambda: step_maps(args.work),
         "open": lambda: step_open(args.work),
         "window": lambda: step_window(args.work, config, args.seed),
     }

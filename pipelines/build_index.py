@@ -39,7 +39,7 @@ from pipelines.options import add_build_arguments
 from pipelines.segment import write_segments
 from schemas import DEAD_LETTER_SCHEMA, register_coders
 from schemas.manifest import KnowledgeState, Manifest, ModelFingerprint
-from store import bundles, knowledge_layers, manifests, storage
+from store import bundles, knowledge_layers, knowledge_maps, manifests, storage
 from store.activation import read_active
 from store.config import (
     STDLIB_CORPUS,
@@ -693,6 +693,8 @@ def write_generation(
         delta,
     )
     logger.info("%s", embedding_summary(chunks, delta))
+    if config.knowledge.enabled and local == staging:  # readers map files on a local disk
+        knowledge_maps.write_maps(local, parent.path if parent else None)
     manifest = manifests.write_manifest(
         local,
         bundle_id=bundle_id,

@@ -34,7 +34,7 @@ from pipelines.knowledge import KNOWLEDGE_COUNTER, assemble_knowledge
 from pipelines.segment import write_segments
 from schemas import Chunk, register_coders
 from schemas.manifest import KnowledgeState, Manifest
-from store import bundles, knowledge_layers, manifests, storage
+from store import bundles, knowledge_layers, knowledge_maps, manifests, storage
 from store.activation import read_active
 from store.config import BuildConfig
 from store.models import force_offline, resolve_model
@@ -293,6 +293,8 @@ def run(
             deleting = (manifest.delta or {}).get("deleting_files")
             if deleting:  # the input's explicit deletes still hold (see build_index)
                 delta["deleting_files"] = deleting
+            if config.knowledge.enabled and not storage.is_remote(staging):
+                knowledge_maps.write_maps(staging, path)  # readers map files on a local disk
             with local_staging(staging) as local:
                 written = manifests.write_manifest(
                     local,

@@ -1,7 +1,7 @@
-"""Opening a generation's knowledge layer (:mod:`query.knowledge_layer`): whole, from
-every row of its tables, or, for a generation written as a base and a delta whose base a
-process already holds, as that base's layer overlaid with the delta
-(:mod:`query.knowledge_overlay`)."""
+"""Opening a generation's knowledge layer (:mod:`query.knowledge_layer`): read in place
+from its map files (:mod:`query.mapped_layer`), with a layered generation's change on
+top (:mod:`query.knowledge_overlay`); or, without map files, built from every row of its
+tables."""
 
 import os
 import threading
@@ -15,7 +15,6 @@ import pyarrow.compute as pc
 
 from query.columns import ArrowSequence
 from query.knowledge_layer import (
-    FUNCTIONAL_CATEGORIES,
     SURFACE_COLUMNS,
     KnowledgeLayer,
     Surface,
@@ -25,6 +24,7 @@ from query.knowledge_layer import (
     stored_alias_index,
 )
 from query.knowledge_overlay import overlaid
+from query.mapped_layer import mapped_layer
 from store import storage
 from store.bundles import (
     COMMUNITIES,
@@ -34,21 +34,14 @@ from store.bundles import (
     RELATIONS,
     numbers,
 )
-from store.knowledge_layers import (
-    has_table,
-    is_layered,
-    layer_files,
-    read_file,
-    read_table,
-    table_schema,
-)
-from store.sorted_columns import increasing
+from store.knowledge_layers import has_table, is_layered, read_table, table_schema
+from store.knowledge_maps import FUNCTIONAL_CATEGORIES, map_name, rows_file
 
 Reader = Callable[[str, list[str]], pa.Table]
 """Reads columns of one knowledge table (by its file name) of the layer being built."""
 
 
-def _surface(read: Reader, path: str, table: str, index_file: str | None) -> Surface:
+def _surface(read: Reader, path: str, table: str, index_file: str) -> Surface:
     id_col, text_col, chunk_col = SURFACE_COLUMNS[table]
     data = read(table, [id_col, text_col, chunk_col, "ann_key"])
     keys = numbers(data.column("ann_key")).tolist()
@@ -70,8 +63,8 @@ def _entity_rows(ids: Any, entity_ids: Any) -> np.ndarray:
 LAYERS = (ENTITIES, RELATIONS, COMMUNITIES)
 """The tables a reader builds the layer from."""
 HELD_BASES = 2
-"""Layers kept to overlay later generations on (a stream's reader needs one: the base
-every window since the last fold was written over)."""
+"""Base layers kept to overlay later generations on (a stream's reader needs one: the
+base every window since the last fold was written over)."""
 _HELD: "OrderedDict[tuple[Any, ...], KnowledgeLayer]" = OrderedDict()
 _HELD_LOCK = threading.Lock()
 
@@ -79,12 +72,16 @@ _HELD_LOCK = threading.Lock()
 def load_knowledge(path: str) -> KnowledgeLayer | None:
     """The knowledge layer of the bundle at ``path``, or ``None`` if it was built without.
 
-    Columns stay Arrow arrays behind :class:`query.columns.ArrowSequence` and the alias
-    and adjacency indexes are numpy arrays (:class:`query.columns.Grouped`), so opening
-    costs a few vectorized passes, not a Python object per row. A generation written as
-    its parent's base and a delta, opened by a process that built the layer of that base
-    (it opened the parent), is that layer overlaid with the delta
-    (:mod:`query.knowledge_overlay`): the open reads and builds only what changed.
+    A generation whose tables have map files (:mod:`store.knowledge_maps`: every bundle
+    written since they exist, on a local disk) is read in place from them
+    (:mod:`query.mapped_layer`): the open builds nothing over the rows. A layered
+    generation is the layer of its base files overlaid with the change since them
+    (:mod:`query.knowledge_overlay`): the open reads what changed. A reader that opened
+    an earlier generation over the same base files reuses the base's layer (and what it
+    converted of it). Without map files (a remote bundle, one written before them), the
+    layer is built from every row: columns stay Arrow arrays behind
+    :class:`query.columns.ArrowSequence` and the alias and adjacency indexes are numpy
+    arrays (:class:`query.columns.Grouped`).
 
     Raises:
         ValueError: a relation's subject is not one of the entities.
@@ -94,30 +91,35 @@ def load_knowledge(path: str) -> KnowledgeLayer | None:
     key = _base_key(path)
     if key is None:
         return whole_layer(path)
-    if any(is_layered(path, t) for t in LAYERS):
-        base = _held(key)
+    layered = any(is_layered(path, t) for t in LAYERS)
+    base = _held(key) if layered else None
+    if base is None:
+        base = mapped_layer(path, with_indexes=not layered)
         if base is None:
-            base = _hold(key, _build(path, _base_tables(path), with_indexes=False))
-        found = overlaid(base, path, lambda: whole_layer(path))
-        if found is not None:
-            return found
-        return whole_layer(path)
-    return _hold(key, whole_layer(path))
+            return whole_layer(path)
+        _hold(key, base)
+    if not layered:
+        return base
+    found = overlaid(base, path, lambda: whole_layer(path))
+    return found if found is not None else whole_layer(path)
 
 
 def _base_key(path: str) -> tuple[Any, ...] | None:
     """The identity of the files the layer's base is read from (each table's base when
-    it is layered, the table itself when not), or ``None`` off a local disk."""
+    it is layered, the table itself when not, and their map files), or ``None`` off a
+    local disk."""
     if storage.is_remote(path):
         return None
     key: list[Any] = []
     for table in LAYERS:
-        name = layer_files(table)[0] if is_layered(path, table) else table
-        try:
-            st = os.stat(os.path.join(path, name))
-        except FileNotFoundError:
-            return None
-        key.append((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+        name = rows_file(path, table)
+        for file in (name, map_name(name)):
+            try:
+                st = os.stat(os.path.join(path, file))
+            except FileNotFoundError:
+                key.append(None)
+                continue
+            key.append((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
     return tuple(key)
 
 
@@ -129,58 +131,40 @@ def _held(key: tuple[Any, ...]) -> KnowledgeLayer | None:
         return layer
 
 
-def _hold(key: tuple[Any, ...], layer: KnowledgeLayer) -> KnowledgeLayer:
-    """Keep ``layer`` as the base of later generations over the same files (when its ids
-    are in order, as every written table's are)."""
-    if all(
-        increasing(ids)
-        for ids in (
-            layer.entity_ids.arrow,  # type: ignore[attr-defined]
-            layer.relations.ids.arrow,  # type: ignore[attr-defined]
-            layer.communities.ids.arrow,  # type: ignore[attr-defined]
-        )
-    ):
-        with _HELD_LOCK:
-            _HELD[key] = layer
-            _HELD.move_to_end(key)
-            while len(_HELD) > HELD_BASES:
-                _HELD.popitem(last=False)
-    return layer
+def _hold(key: tuple[Any, ...], layer: KnowledgeLayer) -> None:
+    """Keep ``layer`` (read from map files) as the base of later generations over the
+    same files."""
+    with _HELD_LOCK:
+        _HELD[key] = layer
+        _HELD.move_to_end(key)
+        while len(_HELD) > HELD_BASES:
+            _HELD.popitem(last=False)
 
 
 def drop_held() -> None:
-    """Forget the layers kept as bases: the next open of a layered generation builds its
-    base's layer again (tests; a process that wants the memory back)."""
+    """Forget the layers kept as bases (tests; a process that wants the memory back)."""
     with _HELD_LOCK:
         _HELD.clear()
 
 
 def whole_layer(path: str) -> KnowledgeLayer:
     """The layer at ``path`` built over every row of its tables (folded when layered)."""
-    return _build(path, _whole_tables(path), with_indexes=True)
+    return _build(path, _whole_tables(path))
 
 
 def _whole_tables(path: str) -> Reader:
     return lambda name, columns: read_table(path, name, columns)
 
 
-def _base_tables(path: str) -> Reader:
-    def read(name: str, columns: list[str]) -> pa.Table:
-        layered = is_layered(path, name)
-        return read_file(os.path.join(path, layer_files(name)[0] if layered else name), columns)
-
-    return read
-
-
-def _build(path: str, read: Reader, *, with_indexes: bool) -> KnowledgeLayer:
-    """The layer from the tables ``read`` gives, every structure built over every row;
-    with ``with_indexes``, the generation's HNSW files for its surfaces."""
+def _build(path: str, read: Reader) -> KnowledgeLayer:
+    """The layer from the tables ``read`` gives, every structure built over every row,
+    its surfaces searching the generation's HNSW files."""
     stored = "alias_norms" in table_schema(path, ENTITIES).names
     entities = read(
         ENTITIES, ["entity_id", "name", "chunk_ids", "alias_norms" if stored else "aliases"]
     )
     entity_ids = entities.column("entity_id").combine_chunks()
-    relations = _surface(read, path, RELATIONS, RELATION_INDEX if with_indexes else None)
+    relations = _surface(read, path, RELATIONS, RELATION_INDEX)
     columns = ["subject_id", "object_id", "predicate", "object_text", "category", "support"]
     meta = read(RELATIONS, [*columns, "confidence"])
     subjects = _entity_rows(meta.column("subject_id"), entity_ids)
@@ -211,7 +195,7 @@ def _build(path: str, read: Reader, *, with_indexes: bool) -> KnowledgeLayer:
         categories=ArrowSequence(categories),
         supports=numbers(meta.column("support")).tolist(),
         confidences=numbers(meta.column("confidence")).tolist(),
-        communities=_surface(read, path, COMMUNITIES, COMMUNITY_INDEX if with_indexes else None),
+        communities=_surface(read, path, COMMUNITIES, COMMUNITY_INDEX),
         adjacency=adjacency_index(subjects, objects, len(entity_ids)),
         functional=dict(functional),
     )

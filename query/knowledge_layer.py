@@ -25,8 +25,6 @@ from store.bundles import COMMUNITIES, RELATIONS, numbers
 from store.config import SEARCH_EXPANSION
 
 Visible = Callable[[Sequence[str]], bool]
-# Predicates whose object is a single value: two different objects for one subject contradict.
-FUNCTIONAL_CATEGORIES = frozenset({"limit"})
 
 
 @dataclass
@@ -74,6 +72,12 @@ class KnowledgeLayer:
     communities: Surface
     adjacency: Mapping[int, list[int]]
     functional: Mapping[str, list[int]] = field(default_factory=dict)
+    subject_ids: Sequence[str] | None = None
+    object_ids: Sequence[str | None] | None = None
+    """The relations' ends by entity id (the layer of a generation's base: what its
+    change resolves against the entities it holds then)."""
+    relations_of: Mapping[str, list[int]] | None = None
+    """entity id -> the relation rows it is an end of (a base layer: see above)."""
     walk_graphs: dict[str | None, Any] = field(default_factory=dict, repr=False)
     """The graph arm's graphs by visible-row set (see :mod:`query.graph`), built on use."""
     fold: Callable[[], "KnowledgeLayer"] | None = field(default=None, repr=False, compare=False)

@@ -17,21 +17,30 @@ the whole layer, built on that first use.
 import bisect
 import os
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from query.columns import ArrowSequence, Converted
 from query.knowledge_layer import (
-    FUNCTIONAL_CATEGORIES,
     SURFACE_COLUMNS,
     KnowledgeLayer,
     Surface,
     index_file_view,
     stored_alias_index,
 )
-from store.bundles import COMMUNITIES, COMMUNITY_INDEX, ENTITIES, RELATION_INDEX, RELATIONS
+from query.mapped_layer import EntityRows
+from store.bundles import (
+    COMMUNITIES,
+    COMMUNITY_INDEX,
+    ENTITIES,
+    RELATION_INDEX,
+    RELATIONS,
+    numbers,
+)
 from store.knowledge_layers import (
     ID_COLUMNS,
     REMOVED_SUFFIX,
@@ -41,6 +50,7 @@ from store.knowledge_layers import (
     read_file,
     table_schema,
 )
+from store.knowledge_maps import FUNCTIONAL_CATEGORIES
 from store.sorted_columns import Scalars
 
 
@@ -79,35 +89,14 @@ def _arrow(values: Sequence[Any]) -> Any:
     return pa.array(list(values))
 
 
-class Redirected(Converted):
-    """Entity rows of the base's relations, with each rewritten entity's base row
-    replaced by its row in the delta."""
-
-    def __init__(self, rows: Sequence[int], redirect: Mapping[int, int]) -> None:
-        self._rows, self._redirect = rows, redirect
-
-    def __len__(self) -> int:
-        return len(self._rows)
-
-    def item(self, index: int) -> int:
-        row = self._rows[index]
-        return self._redirect.get(row, row)
-
-    def tolist(self) -> list[int]:
-        """Every row, redirected."""
-        if not self._redirect:
-            return list(self._rows)
-        get = self._redirect.get
-        return [get(r, r) for r in self._rows]
-
-
 class Overlaid(Mapping[Any, list[int]]):
     """key -> rows over a base index and a delta index (rows of the delta's own
     numbering, placed after ``offset``), less the base's dead rows; rows from both parts
     come in the order of ``order`` (their id), as a whole layer's ascending rows do.
 
-    ``base_key`` maps a key to the base's key for it (an entity rewritten by the delta
-    keeps its base row's relations), when the keys are rows themselves.
+    ``base_key`` maps a key to the base's key for it (``None``: the base has nothing
+    under it), and ``keys`` gives every key then (when the base's keys are not the
+    layer's: an entity row's relations are found in the base by the entity's id).
     """
 
     def __init__(
@@ -118,9 +107,10 @@ class Overlaid(Mapping[Any, list[int]]):
         dead: set[int],
         order: Callable[[int], Any],
         base_key: Callable[[Any], Any] | None = None,
+        keys: Callable[[], Iterable[Any]] | None = None,
     ) -> None:
         self._base, self._delta, self._offset = base, delta, offset
-        self._dead, self._order, self._base_key = dead, order, base_key
+        self._dead, self._order, self._base_key, self._keys = dead, order, base_key, keys
 
     def __getitem__(self, key: Any) -> list[int]:
         found = self._base_key(key) if self._base_key is not None else key
@@ -133,6 +123,8 @@ class Overlaid(Mapping[Any, list[int]]):
         return rows
 
     def __iter__(self) -> Iterator[Any]:
+        if self._keys is not None:
+            return iter(k for k in self._keys() if k in self)
         keys = dict.fromkeys(self._delta)
         keys.update(dict.fromkeys(k for k in self._base if k not in keys and k in self))
         return iter(keys)
@@ -241,6 +233,34 @@ def entity_rows(change: Change, base_ids: Any, ids: Sequence[str | None]) -> lis
     return rows
 
 
+def _live_entity_rows(
+    change: Change, base_ids: Any
+) -> tuple[Callable[[str], int], Callable[[Any], np.ndarray]]:
+    """Finders of entity ids among the live entities (the delta's rows first, then the
+    base's live rows; -1: none): one id, or an Arrow column of them at once."""
+    keys = Scalars(base_ids)
+    delta_ids = pa.array(change.ids, pa.string())
+    dead = np.fromiter(change.dead, dtype=np.int64, count=len(change.dead))
+
+    def find(value: str) -> int:
+        row = change.row_of.get(value, -1)
+        if row < 0:
+            at = keys.find(value)
+            row = at if at >= 0 and at not in change.dead else -1
+        return row
+
+    def find_all(values: Any) -> np.ndarray:
+        found = pc.fill_null(pc.index_in(values, value_set=base_ids), -1)
+        rows = numbers(found.cast(pa.int64())).copy()
+        rows[np.isin(rows, dead)] = -1
+        fresh = pc.fill_null(pc.index_in(values, value_set=delta_ids), -1)
+        fresh_rows = numbers(fresh.cast(pa.int64()))
+        rows[fresh_rows >= 0] = change.offset + fresh_rows[fresh_rows >= 0]
+        return rows
+
+    return find, find_all
+
+
 def delta_adjacency(subjects: Sequence[int], objects: Sequence[int]) -> dict[int, list[int]]:
     """entity row -> the delta's relation rows (its own numbering) it is an end of."""
     found: dict[int, list[int]] = defaultdict(list)
@@ -305,13 +325,20 @@ def _overlaid_surface(
 def overlaid(
     base: KnowledgeLayer, path: str, fold: Callable[[], KnowledgeLayer]
 ) -> KnowledgeLayer | None:
-    """The layer at ``path`` as ``base`` (the layer of its base files) and its change;
-    ``None`` when its tables cannot be read that way (aliases not normalized at build).
+    """The layer at ``path`` as ``base`` (the layer of its base files, read from their
+    map files: :func:`query.mapped_layer.mapped_layer`) and its change; ``None`` when
+    its tables cannot be read that way (aliases not normalized at build, a base without
+    its relations' ends by entity id).
+
+    The base's relations find their entities by id among the entities live now (the
+    relations' base may be newer than the entities': each table folds on its own).
 
     Raises:
         ValueError: a changed relation's subject is not one of the entities.
     """
     if "alias_norms" not in table_schema(path, ENTITIES).names:
+        return None
+    if base.relations_of is None or base.subject_ids is None or base.object_ids is None:
         return None
     base_entities = base.entity_ids.arrow  # type: ignore[attr-defined]
     columns = delta_columns(path, ENTITIES, ["name", "chunk_ids", "alias_norms"])
@@ -322,8 +349,6 @@ def overlaid(
     com_columns = [*SURFACE_COLUMNS[COMMUNITIES], "ann_key"]
     com = _change(path, COMMUNITIES, com_columns, base.communities.ids.arrow)  # type: ignore[attr-defined]
 
-    rewrote = ent.rewritten()  # delta row -> the base row it replaces
-    redirect = {row: new for new, row in rewrote.items()}
     entity_ids = Joined(base.entity_ids, ent.column("entity_id"))
     new_aliases: Mapping[str, list[int]] = {}
     if ent.rows is not None and ent.rows.num_rows:
@@ -333,16 +358,19 @@ def overlaid(
         missing = rel.values("subject_id")[subjects.index(-1)]
         raise ValueError(f"{path}: relation subject {missing!r} is not an entity")
     objects = entity_rows(ent, base_entities, rel.values("object_id"))
+    find, find_all = _live_entity_rows(ent, base_entities)
     relations = _overlaid_surface(base.relations, rel, path, RELATIONS, RELATION_INDEX)
     relation_ids = relations.ids
     categories = rel.values("category")
     named = [r for r, c in enumerate(categories) if c in FUNCTIONAL_CATEGORIES]
     chunk_lists = rel.values("chunk_ids")
 
-    def base_node(node: int) -> int | None:
-        if node >= ent.offset:
-            return rewrote.get(node)
-        return None if node in ent.dead else node
+    def base_key(node: int) -> str | None:
+        """An entity row's id, under which the base holds its relations."""
+        return None if node in ent.dead else entity_ids[node]
+
+    def live_entities() -> Iterator[int]:
+        return (r for r in range(len(entity_ids)) if r not in ent.dead)
 
     return KnowledgeLayer(
         entity_ids=entity_ids,
@@ -352,8 +380,8 @@ def overlaid(
         ),
         aliases=Overlaid(base.aliases, new_aliases, ent.offset, ent.dead, entity_ids.__getitem__),
         relations=relations,
-        subjects=Joined(Redirected(base.subjects, redirect), subjects),
-        objects=Joined(Redirected(base.objects, redirect), objects),
+        subjects=Joined(EntityRows(_arrow(base.subject_ids), find, find_all), subjects),
+        objects=Joined(EntityRows(_arrow(base.object_ids), find, find_all), objects),
         predicates=Joined(base.predicates, rel.column("predicate")),
         object_texts=Joined(base.object_texts, rel.column("object_text")),
         categories=Joined(base.categories, rel.column("category")),
@@ -361,12 +389,13 @@ def overlaid(
         confidences=Joined(base.confidences, rel.values("confidence")),
         communities=_overlaid_surface(base.communities, com, path, COMMUNITIES, COMMUNITY_INDEX),
         adjacency=Overlaid(
-            base.adjacency,
+            base.relations_of,
             delta_adjacency(subjects, objects),
             rel.offset,
             rel.dead,
             relation_ids.__getitem__,
-            base_key=base_node,
+            base_key=base_key,
+            keys=live_entities,
         ),
         functional=Overlaid(
             base.functional,

@@ -352,17 +352,24 @@ def _check_artifact(path: str, rel: str) -> None:
         raise UnsafeArtifactError(f"bundle file {rel} is not a JSON object")
     if rel.endswith(".npy") and _npy_dtype(full, rel).hasobject:
         raise UnsafeArtifactError(f"bundle file {rel} holds Python objects (pickled)")
-    if rel.endswith(".parquet"):
+    if rel.endswith((".parquet", ".arrow")):
+        kind = "readable Parquet" if rel.endswith(".parquet") else "a readable Arrow IPC file"
         try:
-            schema = pq.read_schema(full)
+            schema = pq.read_schema(full) if rel.endswith(".parquet") else _ipc_schema(full)
         except (OSError, ValueError, pa.ArrowException) as exc:
-            raise BundleIntegrityError(f"bundle file {rel} is not readable Parquet: {exc}") from exc
+            raise BundleIntegrityError(f"bundle file {rel} is not {kind}: {exc}") from exc
         for field in schema:
             if _field_is_extension(field) or _has_extension_type(field.type):
                 raise UnsafeArtifactError(
                     f"bundle file {rel}: column {field.name!r} has an Arrow extension type; "
                     "bundles hold only the plain types of schemas/"
                 )
+
+
+def _ipc_schema(full: str) -> pa.Schema:
+    """The schema of an Arrow IPC file (its footer; no record batch is read)."""
+    with pa.memory_map(full, "r") as source:
+        return pa.ipc.open_file(source).schema
 
 
 def _opens_json_object(full: str) -> bool:
@@ -381,7 +388,7 @@ def _npy_dtype(full: str, rel: str) -> np.dtype:
 def verify_artifacts(path: str) -> None:
     """Refuse unsafe files anywhere in the bundle, listed in the manifest or not.
 
-    Reads only file headers and Parquet footers (no data is deserialized).
+    Reads only file headers and Parquet and Arrow IPC footers (no data is deserialized).
 
     Raises:
         UnsafeArtifactError: naming the file and why it is refused.

@@ -12,7 +12,7 @@ from query.knowledge_overlay import (
     KeyRows,
     Overlaid,
     Patched,
-    Redirected,
+    _live_entity_rows,
     entity_rows,
 )
 
@@ -78,10 +78,17 @@ def test_key_rows_prefer_the_delta_and_refuse_dead_rows():
     assert sorted(keys.items()) == [(10, 0), (12, 3), (13, 4)]
 
 
-def test_redirected_rows_point_at_the_rewritten_entitys_new_row():
-    rows = Redirected([0, 2, 2, 1], {2: 5})
-    assert [rows[i] for i in range(4)] == [0, 5, 5, 1]
-    assert rows.tolist() == [0, 5, 5, 1]
+def test_base_relations_find_their_entities_among_the_live_ones():
+    """A base relation's end is the rewritten entity's new row, a removed entity's -1,
+    and an entity the base of the entities does not hold yet is found in the delta
+    (the relations' base may be newer than the entities')."""
+    change = _change()
+    find, find_all = _live_entity_rows(change, BASE_IDS)
+    ids = ["e1", "e5", "e7", "e4", "e9", None]
+    expected = entity_rows(change, BASE_IDS, ids)
+    assert expected == [0, 5, -1, 4, -1, -1]
+    assert [find(i) if i is not None else -1 for i in ids] == expected
+    assert find_all(pa.array(ids, pa.string())).tolist() == expected
 
 
 def test_a_list_held_as_a_change_is_made_whole_from_its_base_row():

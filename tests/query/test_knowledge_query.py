@@ -191,8 +191,9 @@ def test_readers_search_with_the_qualified_expansion(bundle):
 def test_the_layer_holds_what_the_tables_say_row_by_row(bundle):
     """The vectorized indexes of load_knowledge against the tables read one row at a time."""
     from algorithms.normalize import normalize_surface
-    from query.knowledge_layer import FUNCTIONAL_CATEGORIES
+    from query.knowledge import whole_layer
     from store.bundles import ENTITIES, RELATIONS, read_parquet
+    from store.knowledge_maps import FUNCTIONAL_CATEGORIES
 
     layer = bundle.knowledge
     entities = read_parquet(f"{bundle.path}/{ENTITIES}").to_pylist()
@@ -213,19 +214,29 @@ def test_the_layer_holds_what_the_tables_say_row_by_row(bundle):
         if relation["category"] in FUNCTIONAL_CATEGORIES:
             for chunk in relation["chunk_ids"]:
                 functional.setdefault(chunk, []).append(r)
-    assert dict(layer.aliases) == aliases and len(aliases) >= 10
-    assert layer.aliases.get("upi") == aliases["upi"]
-    assert layer.subjects == subjects and layer.objects == objects
-    assert dict(layer.adjacency) == adjacency and functional
-    assert layer.functional == functional
+    whole = whole_layer(bundle.path)  # built from the rows, without the map files
+    assert layer.relations_of is not None and whole.relations_of is None  # read in place
+    for opened in (layer, whole):
+        assert dict(opened.aliases) == aliases and len(aliases) >= 10
+        assert opened.aliases.get("upi") == aliases["upi"] and "no such alias" not in opened.aliases
+        assert list(opened.subjects) == subjects and list(opened.objects) == objects
+        assert [opened.subjects[r] for r in range(len(subjects))] == subjects
+        assert [opened.objects[r] for r in range(len(objects))] == objects
+        assert dict(opened.adjacency) == adjacency and functional
+        assert {e: opened.adjacency.get(e, []) for e in range(len(entities))} == {
+            e: adjacency.get(e, []) for e in range(len(entities))
+        }
+        assert dict(opened.functional) == functional
+        keys = read_parquet(f"{bundle.path}/{RELATIONS}")["ann_key"].to_pylist()
+        assert dict(opened.relations.row_of_key) == {k: r for r, k in enumerate(keys)}
     assert list(layer.entity_ids) == [e["entity_id"] for e in entities]
     assert list(layer.entity_chunks) == [e["chunk_ids"] for e in entities]
     assert [layer.predicates[r] for r in range(len(relations))] == [
         r["predicate"] for r in relations
     ]
-    assert layer.supports == [r["support"] for r in relations]
+    assert list(layer.supports) == [r["support"] for r in relations]
+    assert list(layer.confidences) == [r["confidence"] for r in relations]
     assert layer.relations.chunk_ids[0] == relations[0]["chunk_ids"]
-    assert layer.relations.row_of_key == {r["ann_key"]: i for i, r in enumerate(relations)}
 
 
 @pytest.mark.parametrize("half", [False, True])
@@ -288,23 +299,27 @@ def _calls_to_open(path: str) -> tuple[int, int]:
     return counts["calls"], counts["normalize"]
 
 
-def test_opening_the_layer_does_work_that_does_not_grow_with_it(bundle, tmp_path):
+def test_opening_the_layer_does_work_that_does_not_grow_with_it(bundle, tmp_path, monkeypatch):
     """The open reads what the build wrote (normalized aliases included): a layer with
-    50 times the entities costs the same number of Python calls, and none normalizes."""
+    50 times the entities costs the same number of Python calls, and none normalizes;
+    from its map files, the open reads no row of any table, and makes fewer calls."""
     import shutil
 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from algorithms.normalize import normalize_surface
+    from query.knowledge import load_knowledge
+    from store import knowledge_layers
     from store.bundles import ENTITIES
+    from store.knowledge_maps import map_name, write_maps
 
     entities = pq.read_table(f"{bundle.path}/{ENTITIES}")
     aliases = entities.column("aliases").to_pylist()
     assert entities.column("alias_norms").to_pylist() == [
         [normalize_surface(a) for a in names] for names in aliases
     ]
-    calls = {}
+    calls, mapped = {}, {}
     for extra in (100, 5000):
         path = tmp_path / str(extra)
         shutil.copytree(bundle.path, path)
@@ -326,6 +341,24 @@ def test_opening_the_layer_does_work_that_does_not_grow_with_it(bundle, tmp_path
         ]
         grown = pa.concat_tables([entities, pa.Table.from_pylist(rows, schema=entities.schema)])
         pq.write_table(grown, path / ENTITIES)
-        calls[extra] = _calls_to_open(str(path))
+        assert load_knowledge(str(path)).relations_of is None  # stale map file: from rows
+        calls[extra] = _calls_to_open(str(path))  # (after one open: first-use work is done)
+        (path / map_name(ENTITIES)).unlink()
+        assert write_maps(str(path)) == [map_name(ENTITIES)]
+        load_knowledge(str(path))
+        mapped[extra] = _calls_to_open(str(path))
+        with monkeypatch.context() as patch:  # read in place: no row of a table is read
+            patch.setattr(knowledge_layers, "read_file", _no_rows)
+            patch.setattr(pq, "read_table", _no_rows)
+            layer = load_knowledge(str(path))
+        assert layer.relations_of is not None and len(layer.entity_ids) == len(grown)
+        assert layer.resolve(f"synthetic things {extra - 1}", lambda c: True) == [
+            grown["entity_id"].to_pylist().index(f"synthetic-{extra - 1}")
+        ]
     assert calls[100] == calls[5000]
     assert calls[5000][1] == 0
+    assert mapped[100] == mapped[5000] and mapped[5000][0] < calls[5000][0]
+
+
+def _no_rows(*args, **kwargs):
+    raise AssertionError("the open read a table's rows")

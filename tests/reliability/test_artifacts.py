@@ -88,16 +88,29 @@ def test_an_object_array_is_refused(root, no_loading):
 
 
 @pytest.mark.parametrize("kind", ["registered", "unregistered"])
-def test_a_parquet_column_of_an_extension_type_is_refused(root, no_loading, kind):
+@pytest.mark.parametrize("suffix", ["parquet", "arrow"])  # a table, a knowledge map file
+def test_a_column_of_an_extension_type_is_refused(root, no_loading, kind, suffix):
     bundle = Path(bundle_path(str(root), "b1"))
     if kind == "registered":
         table = pa.table({"id": pa.array([b"\x00" * 16], type=pa.uuid())})
     else:  # an unknown extension name: pyarrow keeps it as field metadata
         field = pa.field("x", pa.int64(), metadata={"ARROW:extension:name": "evil.pickled"})
         table = pa.Table.from_arrays([pa.array([1])], schema=pa.schema([field]))
-    pq.write_table(table, bundle / "failures" / "extra.parquet")
-    _list(bundle, "failures/extra.parquet")
+    target = bundle / "failures" / f"extra.{suffix}"
+    if suffix == "parquet":
+        pq.write_table(table, target)
+    else:
+        with pa.ipc.new_file(str(target), table.schema) as writer:
+            writer.write_table(table)
+    _list(bundle, f"failures/extra.{suffix}")
     _refused(root, UnsafeArtifactError, "extension type")
+
+
+def test_a_map_file_that_is_not_arrow_is_refused(root, no_loading):
+    bundle = Path(bundle_path(str(root), "b1"))
+    (bundle / "entities.map.arrow").write_bytes(b"not an arrow file at all")
+    _list(bundle, "entities.map.arrow")
+    _refused(root, BundleIntegrityError, "not a readable Arrow IPC file")
 
 
 def test_a_usearch_header_that_disagrees_with_the_manifest_is_refused(root, no_loading):

@@ -1,0 +1,181 @@
+"""A knowledge layer read in place from its map files (:mod:`store.knowledge_maps`).
+
+Opening maps each table's file and wraps its columns and lookups: nothing is built over
+the rows, so a cold open costs the same at 10k documents as at 300k, and a lookup reads
+the pages it touches (a bisection over sorted keys: a few dozen values). What needs every
+row at once (the graph arm's walk graph) converts the columns it reads when it is built.
+"""
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from query.columns import ArrowSequence, Converted
+from query.knowledge_layer import SURFACE_COLUMNS, KnowledgeLayer, Surface, index_file_view
+from store.bundles import COMMUNITIES, COMMUNITY_INDEX, ENTITIES, RELATION_INDEX, RELATIONS, numbers
+from store.knowledge_maps import MAPPED, map_column, open_map
+from store.sorted_columns import Scalars
+
+
+class SortedIndex(Mapping[Any, list[int]]):
+    """key -> rows, from a map file's index (keys sorted, each key's rows ascending)."""
+
+    def __init__(self, index: pa.StructArray) -> None:
+        self._labels = index.field("key")
+        self._keys = Scalars(self._labels)
+        lists = index.field("rows")
+        self._offsets = numbers(lists.offsets)
+        self._values = numbers(lists.values) if len(lists.values) else np.empty(0, np.int64)
+
+    def __getitem__(self, key: Any) -> list[int]:
+        at = self._keys.find(key) if isinstance(key, str) else -1
+        if at < 0:
+            raise KeyError(key)
+        return self._values[self._offsets[at] : self._offsets[at + 1]].tolist()
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self._keys.find(key) >= 0
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._labels.to_pylist())
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+
+class AnnKeyRows(Mapping[int, int]):
+    """ANN key -> row, from a map file's ``keys`` (sorted keys, one row each)."""
+
+    def __init__(self, index: pa.StructArray) -> None:
+        self._keys = _ints(index.field("key"))
+        self._rows = _ints(index.field("row"))
+
+    def __getitem__(self, key: int) -> int:
+        at = int(np.searchsorted(self._keys, key))
+        if at < len(self._keys) and self._keys[at] == key:
+            return int(self._rows[at])
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._keys.tolist())
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+
+def _ints(values: pa.Array) -> np.ndarray:
+    return numbers(values) if len(values) else np.empty(0, np.int64)
+
+
+class EntityRows(Converted):
+    """Each relation's entity row (-1: no entity), from its entity id, found when asked
+    for by ``find`` (one id) or ``find_all`` (the column at once)."""
+
+    def __init__(
+        self,
+        ids: pa.Array,
+        find: Callable[[str], int],
+        find_all: Callable[[pa.Array], np.ndarray],
+    ) -> None:
+        self._ids, self._find, self._find_all = ids, find, find_all
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def item(self, index: int) -> int:
+        value = self._ids[index].as_py()
+        return -1 if value is None else self._find(value)
+
+    def tolist(self) -> list[int]:
+        return self._find_all(self._ids).tolist()
+
+
+def rows_in(ids: pa.Array) -> tuple[Callable[[str], int], Callable[[pa.Array], np.ndarray]]:
+    """Finders of ids in the sorted id column ``ids``: one by bisection, many by one
+    hashed pass (-1: not there)."""
+    keys = Scalars(ids)
+
+    def find_all(values: pa.Array) -> np.ndarray:
+        found = pc.fill_null(pc.index_in(values, value_set=ids), -1)
+        return numbers(found.cast(pa.int64()))
+
+    return keys.find, find_all
+
+
+class ByEntity(Mapping[int, list[int]]):
+    """entity row -> the relation rows it is an end of, from ``ends`` (entity id ->
+    relation rows)."""
+
+    def __init__(self, entity_ids: Any, ends: Mapping[str, list[int]]) -> None:
+        self._entity_ids, self._ends = entity_ids, ends
+        self._find = Scalars(entity_ids).find
+
+    def __getitem__(self, row: int) -> list[int]:
+        if not isinstance(row, (int, np.integer)) or not 0 <= row < len(self._entity_ids):
+            raise KeyError(row)
+        return self._ends[self._entity_ids[int(row)].as_py()]
+
+    def __iter__(self) -> Iterator[int]:
+        found = (self._find(key) for key in self._ends)
+        return iter(sorted(row for row in found if row >= 0))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def mapped_layer(path: str, *, with_indexes: bool = True) -> KnowledgeLayer | None:
+    """The layer of the rows the generation at ``path`` holds whole (each table itself,
+    or its base when it is layered), read in place from their map files, or ``None``
+    when a table has no usable map file. A layered generation's change goes on top of
+    it (:mod:`query.knowledge_overlay`); with ``with_indexes``, the surfaces search the
+    generation's HNSW files."""
+    batches = {}
+    for table in MAPPED:
+        batch = open_map(path, table)
+        if batch is None:
+            return None
+        batches[table] = batch
+    entities = map_column(batches[ENTITIES], "rows")
+    entity_ids = entities.field("entity_id")
+    relations = map_column(batches[RELATIONS], "rows")
+    find, find_all = rows_in(entity_ids)
+    ends = SortedIndex(map_column(batches[RELATIONS], "ends"))
+    subject_ids, object_ids = relations.field("subject_id"), relations.field("object_id")
+    return KnowledgeLayer(
+        entity_ids=ArrowSequence(entity_ids),
+        entity_names=ArrowSequence(entities.field("name")),
+        entity_chunks=ArrowSequence(entities.field("chunk_ids")),
+        aliases=SortedIndex(map_column(batches[ENTITIES], "aliases")),
+        relations=_surface(path, batches[RELATIONS], RELATIONS, with_indexes),
+        subjects=EntityRows(subject_ids, find, find_all),
+        objects=EntityRows(object_ids, find, find_all),
+        predicates=ArrowSequence(relations.field("predicate")),
+        object_texts=ArrowSequence(relations.field("object_text")),
+        categories=ArrowSequence(relations.field("category")),
+        supports=ArrowSequence(relations.field("support")),
+        confidences=ArrowSequence(relations.field("confidence")),
+        communities=_surface(path, batches[COMMUNITIES], COMMUNITIES, with_indexes),
+        adjacency=ByEntity(entity_ids, ends),
+        functional=SortedIndex(map_column(batches[RELATIONS], "functional")),
+        subject_ids=ArrowSequence(subject_ids),
+        object_ids=ArrowSequence(object_ids),
+        relations_of=ends,
+    )
+
+
+INDEX_FILES = {RELATIONS: RELATION_INDEX, COMMUNITIES: COMMUNITY_INDEX}
+
+
+def _surface(path: str, batch: pa.RecordBatch, table: str, with_index: bool) -> Surface:
+    id_col, text_col, chunk_col = SURFACE_COLUMNS[table]
+    rows = map_column(batch, "rows")
+    return Surface(
+        ids=ArrowSequence(rows.field(id_col)),
+        texts=ArrowSequence(rows.field(text_col)),
+        chunk_ids=ArrowSequence(rows.field(chunk_col)),
+        index=index_file_view(path, INDEX_FILES[table]) if with_index else None,
+        row_of_key=AnnKeyRows(map_column(batch, "keys")),
+    )
