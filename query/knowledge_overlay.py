@@ -14,7 +14,6 @@ once (the graph arm's walk graph) asks :meth:`query.knowledge_layer.KnowledgeLay
 the whole layer, built on that first use.
 """
 
-import bisect
 import os
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -51,7 +50,7 @@ from store.knowledge_layers import (
     table_schema,
 )
 from store.knowledge_maps import FUNCTIONAL_CATEGORIES
-from store.sorted_columns import Scalars
+from store.sorted_columns import finder
 
 
 class Joined(Converted):
@@ -84,6 +83,8 @@ def _items(values: Sequence[Any]) -> list[Any]:
 
 
 def _arrow(values: Sequence[Any]) -> Any:
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        return values
     if isinstance(values, (ArrowSequence, Joined)):
         return values.arrow
     return pa.array(list(values))
@@ -193,14 +194,16 @@ class Change:
     """One table's change since its base: the delta's rows and the base rows it kills."""
 
     def __init__(self, base_ids: Any, delta: pa.Table | None, removed: list[str], key: str):
+        """``base_ids``: the base's sorted ids (an Arrow array, or a column with a
+        ``find``: :func:`store.sorted_columns.finder`)."""
         self.rows = delta
         self.ids: list[str] = [] if delta is None else delta.column(key).to_pylist()
         self.offset = len(base_ids)
-        keys = Scalars(base_ids)
+        find = finder(base_ids)
         self.base_row: dict[str, int] = {}  # the base row of each id the change kills
         for value in sorted({*removed, *self.ids}):
-            at = bisect.bisect_left(keys, value)
-            if at < len(keys) and keys[at] == value:
+            at = find(value)
+            if at >= 0:
                 self.base_row[value] = at
         self.dead = set(self.base_row.values())
         self.row_of = {value: self.offset + i for i, value in enumerate(self.ids)}
@@ -221,16 +224,8 @@ class Change:
 
 def entity_rows(change: Change, base_ids: Any, ids: Sequence[str | None]) -> list[int]:
     """Each id's row in the overlaid entities (-1: null, or no live entity has it)."""
-    keys = Scalars(base_ids)
-    rows = []
-    for value in ids:
-        row = change.row_of.get(value, -1) if value is not None else -1
-        if row < 0 and value is not None:
-            at = bisect.bisect_left(keys, value)
-            if at < len(keys) and keys[at] == value and at not in change.dead:
-                row = at
-        rows.append(row)
-    return rows
+    find, _ = _live_entity_rows(change, base_ids)
+    return [-1 if value is None else find(value) for value in ids]
 
 
 def _live_entity_rows(
@@ -238,19 +233,19 @@ def _live_entity_rows(
 ) -> tuple[Callable[[str], int], Callable[[Any], np.ndarray]]:
     """Finders of entity ids among the live entities (the delta's rows first, then the
     base's live rows; -1: none): one id, or an Arrow column of them at once."""
-    keys = Scalars(base_ids)
+    find_base = finder(base_ids)
     delta_ids = pa.array(change.ids, pa.string())
     dead = np.fromiter(change.dead, dtype=np.int64, count=len(change.dead))
 
     def find(value: str) -> int:
         row = change.row_of.get(value, -1)
         if row < 0:
-            at = keys.find(value)
+            at = find_base(value)
             row = at if at >= 0 and at not in change.dead else -1
         return row
 
     def find_all(values: Any) -> np.ndarray:
-        found = pc.fill_null(pc.index_in(values, value_set=base_ids), -1)
+        found = pc.fill_null(pc.index_in(values, value_set=_arrow(base_ids)), -1)
         rows = numbers(found.cast(pa.int64())).copy()
         rows[np.isin(rows, dead)] = -1
         fresh = pc.fill_null(pc.index_in(values, value_set=delta_ids), -1)
@@ -340,14 +335,14 @@ def overlaid(
         return None
     if base.relations_of is None or base.subject_ids is None or base.object_ids is None:
         return None
-    base_entities = base.entity_ids.arrow  # type: ignore[attr-defined]
+    base_entities = base.entity_ids
     columns = delta_columns(path, ENTITIES, ["name", "chunk_ids", "alias_norms"])
     ent = _change(path, ENTITIES, columns, base_entities)
     rel_columns = [*SURFACE_COLUMNS[RELATIONS], "ann_key", "subject_id", "object_id"]
     rel_columns += ["predicate", "object_text", "category", "support", "confidence"]
-    rel = _change(path, RELATIONS, rel_columns, base.relations.ids.arrow)  # type: ignore[attr-defined]
+    rel = _change(path, RELATIONS, rel_columns, base.relations.ids)
     com_columns = [*SURFACE_COLUMNS[COMMUNITIES], "ann_key"]
-    com = _change(path, COMMUNITIES, com_columns, base.communities.ids.arrow)  # type: ignore[attr-defined]
+    com = _change(path, COMMUNITIES, com_columns, base.communities.ids)
 
     entity_ids = Joined(base.entity_ids, ent.column("entity_id"))
     new_aliases: Mapping[str, list[int]] = {}

@@ -16,16 +16,26 @@ import pyarrow.compute as pc
 from query.columns import ArrowSequence, Converted
 from query.knowledge_layer import SURFACE_COLUMNS, KnowledgeLayer, Surface, index_file_view
 from store.bundles import COMMUNITIES, COMMUNITY_INDEX, ENTITIES, RELATION_INDEX, RELATIONS, numbers
-from store.knowledge_maps import MAPPED, map_column, open_map
-from store.sorted_columns import Scalars
+from store.knowledge_maps import MAPPED, fenced, map_column, open_map
+from store.sorted_columns import Fenced
+
+
+class SortedColumn(ArrowSequence):
+    """A sorted column of a map file (a table's ids), with the row of a value (``find``,
+    through the column's fence; -1: not there)."""
+
+    def __init__(self, keys: Fenced) -> None:
+        super().__init__(keys.values)
+        self.find = keys.find
 
 
 class SortedIndex(Mapping[Any, list[int]]):
     """key -> rows, from a map file's index (keys sorted, each key's rows ascending)."""
 
-    def __init__(self, index: pa.StructArray) -> None:
+    def __init__(self, batch: pa.RecordBatch, name: str) -> None:
+        index = map_column(batch, name)
         self._labels = index.field("key")
-        self._keys = Scalars(self._labels)
+        self._keys = fenced(batch, name, self._labels)
         lists = index.field("rows")
         self._offsets = numbers(lists.offsets)
         self._values = numbers(lists.values) if len(lists.values) else np.empty(0, np.int64)
@@ -66,6 +76,23 @@ class AnnKeyRows(Mapping[int, int]):
         return len(self._keys)
 
 
+class Numbers(Converted):
+    """A numeric column read in place (a numpy view of its buffer); items as Python
+    numbers."""
+
+    def __init__(self, values: pa.Array) -> None:
+        self._values = numbers(values) if len(values) else np.empty(0)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def item(self, index: int) -> Any:
+        return self._values[index].item()
+
+    def tolist(self) -> list[Any]:
+        return self._values.tolist()  # type: ignore[no-any-return]
+
+
 def _ints(values: pa.Array) -> np.ndarray:
     return numbers(values) if len(values) else np.empty(0, np.int64)
 
@@ -93,30 +120,29 @@ class EntityRows(Converted):
         return self._find_all(self._ids).tolist()
 
 
-def rows_in(ids: pa.Array) -> tuple[Callable[[str], int], Callable[[pa.Array], np.ndarray]]:
-    """Finders of ids in the sorted id column ``ids``: one by bisection, many by one
+def rows_in(ids: SortedColumn) -> tuple[Callable[[str], int], Callable[[pa.Array], np.ndarray]]:
+    """Finders of ids in the sorted id column ``ids``: one through its fence, many by one
     hashed pass (-1: not there)."""
-    keys = Scalars(ids)
 
     def find_all(values: pa.Array) -> np.ndarray:
-        found = pc.fill_null(pc.index_in(values, value_set=ids), -1)
+        found = pc.fill_null(pc.index_in(values, value_set=ids.arrow), -1)
         return numbers(found.cast(pa.int64()))
 
-    return keys.find, find_all
+    return ids.find, find_all
 
 
 class ByEntity(Mapping[int, list[int]]):
     """entity row -> the relation rows it is an end of, from ``ends`` (entity id ->
     relation rows)."""
 
-    def __init__(self, entity_ids: Any, ends: Mapping[str, list[int]]) -> None:
+    def __init__(self, entity_ids: SortedColumn, ends: Mapping[str, list[int]]) -> None:
         self._entity_ids, self._ends = entity_ids, ends
-        self._find = Scalars(entity_ids).find
+        self._find = entity_ids.find
 
     def __getitem__(self, row: int) -> list[int]:
         if not isinstance(row, (int, np.integer)) or not 0 <= row < len(self._entity_ids):
             raise KeyError(row)
-        return self._ends[self._entity_ids[int(row)].as_py()]
+        return self._ends[self._entity_ids[int(row)]]
 
     def __iter__(self) -> Iterator[int]:
         found = (self._find(key) for key in self._ends)
@@ -139,27 +165,27 @@ def mapped_layer(path: str, *, with_indexes: bool = True) -> KnowledgeLayer | No
             return None
         batches[table] = batch
     entities = map_column(batches[ENTITIES], "rows")
-    entity_ids = entities.field("entity_id")
+    entity_ids = SortedColumn(fenced(batches[ENTITIES], "rows", entities.field("entity_id")))
     relations = map_column(batches[RELATIONS], "rows")
     find, find_all = rows_in(entity_ids)
-    ends = SortedIndex(map_column(batches[RELATIONS], "ends"))
+    ends = SortedIndex(batches[RELATIONS], "ends")
     subject_ids, object_ids = relations.field("subject_id"), relations.field("object_id")
     return KnowledgeLayer(
-        entity_ids=ArrowSequence(entity_ids),
+        entity_ids=entity_ids,
         entity_names=ArrowSequence(entities.field("name")),
         entity_chunks=ArrowSequence(entities.field("chunk_ids")),
-        aliases=SortedIndex(map_column(batches[ENTITIES], "aliases")),
+        aliases=SortedIndex(batches[ENTITIES], "aliases"),
         relations=_surface(path, batches[RELATIONS], RELATIONS, with_indexes),
         subjects=EntityRows(subject_ids, find, find_all),
         objects=EntityRows(object_ids, find, find_all),
         predicates=ArrowSequence(relations.field("predicate")),
         object_texts=ArrowSequence(relations.field("object_text")),
         categories=ArrowSequence(relations.field("category")),
-        supports=ArrowSequence(relations.field("support")),
-        confidences=ArrowSequence(relations.field("confidence")),
+        supports=Numbers(relations.field("support")),
+        confidences=Numbers(relations.field("confidence")),
         communities=_surface(path, batches[COMMUNITIES], COMMUNITIES, with_indexes),
         adjacency=ByEntity(entity_ids, ends),
-        functional=SortedIndex(map_column(batches[RELATIONS], "functional")),
+        functional=SortedIndex(batches[RELATIONS], "functional"),
         subject_ids=ArrowSequence(subject_ids),
         object_ids=ArrowSequence(object_ids),
         relations_of=ends,
@@ -173,7 +199,7 @@ def _surface(path: str, batch: pa.RecordBatch, table: str, with_index: bool) -> 
     id_col, text_col, chunk_col = SURFACE_COLUMNS[table]
     rows = map_column(batch, "rows")
     return Surface(
-        ids=ArrowSequence(rows.field(id_col)),
+        ids=SortedColumn(fenced(batch, "rows", rows.field(id_col))),
         texts=ArrowSequence(rows.field(text_col)),
         chunk_ids=ArrowSequence(rows.field(chunk_col)),
         index=index_file_view(path, INDEX_FILES[table]) if with_index else None,

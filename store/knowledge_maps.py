@@ -7,14 +7,15 @@ row, at each cold open. A map file holds those columns and lookups, built once w
 table file is written, uncompressed, so that opening it maps the file and reads its
 schema: the open costs the same at any size, and lookups read the pages they touch.
 
-Each map file holds one record batch of one row; each column is a list of structs:
+Each map file holds one record batch of one row; each column is a list:
 
 - ``rows``: the reader's columns of the table, in the table's (id) order;
 - an index per lookup, ``key`` (sorted) and ``rows`` (the table rows with that key,
   ascending): ``aliases`` (normalized alias -> entities), ``ends`` (entity id -> the
   relations it is the subject or the object of; a relation from an entity to itself
   twice), ``functional`` (chunk id -> the functional relations it states), and ``keys``
-  (ANN key -> row) for relations and communities.
+  (ANN key -> row) for relations and communities;
+- a fence (``<name>_fence``) of the ids in ``rows`` and of each lookup keyed by strings.
 
 A window that keeps a table's base links the base's map file with it
 (:func:`write_maps`), so a stream writes map files only when it folds. The schema
@@ -30,6 +31,7 @@ import pyarrow.compute as pc
 from store import storage
 from store.bundles import COMMUNITIES, ENTITIES, RELATIONS, numbers
 from store.knowledge_layers import has_table, is_layered, layer_files, read_file, table_files
+from store.sorted_columns import Fenced, fence
 
 MAPPED = (ENTITIES, RELATIONS, COMMUNITIES)
 """The tables a reader opens (``query.knowledge``)."""
@@ -55,6 +57,11 @@ ROW_COLUMNS = {
 }
 """The columns of each table a reader uses, in its map file's ``rows``."""
 SIZE_KEY = b"evidex.table_size"
+STRING_KEYED = ("aliases", "ends", "functional")
+"""The lookups keyed by strings; each, and the ``rows``' ids, has a fence (every
+:data:`store.sorted_columns.FENCE`-th key, ``<name>_fence``): a lookup in a file mapped
+cold reads the fence and one block of keys, not a page per probe."""
+FENCE_SUFFIX = "_fence"
 
 
 def map_name(table_file: str) -> str:
@@ -129,6 +136,10 @@ def map_bytes(table: str, data: pa.Table, table_size: int) -> bytes:
         columns["functional"] = grouped(items, named[owners])
     if table in (RELATIONS, COMMUNITIES):
         columns["keys"] = _keys(numbers(data.column("ann_key").combine_chunks()))
+    fences = {"rows": rows.field(ROW_COLUMNS[table][0])}
+    fences.update((n, c.field("key")) for n, c in columns.items() if n in STRING_KEYED)
+    for name, keys in fences.items():
+        columns[name + FENCE_SUFFIX] = fence(keys)
     batch = pa.record_batch(
         [_one_row(values) for values in columns.values()],
         schema=pa.schema(
@@ -234,3 +245,9 @@ def open_map(path: str, table: str) -> pa.RecordBatch | None:
 def map_column(batch: pa.RecordBatch, name: str) -> pa.Array:
     """Column ``name`` of a map file (its one row's list), in place."""
     return batch.column(name).values
+
+
+def fenced(batch: pa.RecordBatch, name: str, keys: pa.Array) -> Fenced:
+    """The sorted ``keys`` of the map file's ``name`` (``rows``: the table's ids, or a
+    lookup's keys), searched through their fence."""
+    return Fenced(keys, map_column(batch, name + FENCE_SUFFIX))

@@ -6,7 +6,7 @@ against its parent, by bisecting the columns rather than hashing every id.
 """
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -31,6 +31,11 @@ class Scalars(Sequence[Any]):
     def __init__(self, values: pa.Array) -> None:
         self._values = values
 
+    @property
+    def values(self) -> pa.Array:
+        """The column."""
+        return self._values
+
     def __len__(self) -> int:
         return len(self._values)
 
@@ -40,6 +45,49 @@ class Scalars(Sequence[Any]):
     def find(self, value: Any) -> int:
         """The row holding ``value`` in the sorted column, by bisection, or -1."""
         at = bisect.bisect_left(self, value)
+        return at if at < len(self) and self[at] == value else -1
+
+
+FENCE = 256
+"""One key in this many of a sorted column is kept apart as its fence (:class:`Fenced`)."""
+
+
+def fence(values: pa.Array, every: int = FENCE) -> pa.Array:
+    """Every ``every``-th value of a sorted column, from the first: its fence."""
+    return values.take(pa.array(np.arange(0, len(values), every, dtype=np.int64)))
+
+
+def finder(values: Any) -> Callable[[Any], int]:
+    """The row of a value in a sorted column, or -1: the column's own ``find`` when it has
+    one (a :class:`Fenced` column), a bisection over it otherwise (over its ``arrow``
+    array when it is a view of one)."""
+    found = getattr(values, "find", None)
+    if found is not None:
+        return found  # type: ignore[no-any-return]
+    return Scalars(getattr(values, "arrow", values)).find
+
+
+class Fenced(Scalars):
+    """A sorted column searched through its fence: a bisection of the fence (a small list
+    held in memory, made on first use) picks the block of :data:`FENCE` rows that can hold
+    the value, and a bisection of that block finds it. A column memory-mapped from a file
+    is then read a few pages per lookup (the block's), where a bisection of the whole
+    column reads a page per probe, each from a different part of the file."""
+
+    def __init__(self, values: pa.Array, fence: pa.Array, every: int = FENCE) -> None:
+        super().__init__(values)
+        self._fence, self._every = fence, every
+        self._heads: list[Any] | None = None
+
+    def find(self, value: Any) -> int:
+        """The row holding ``value``, or -1."""
+        if self._heads is None:
+            self._heads = self._fence.to_pylist()
+        block = bisect.bisect_right(self._heads, value) - 1
+        if block < 0:
+            return -1
+        lo = block * self._every
+        at = bisect.bisect_left(self, value, lo, min(lo + self._every, len(self)))
         return at if at < len(self) and self[at] == value else -1
 
 
