@@ -38,12 +38,21 @@ def _combined_confidence(values: Iterable[float]) -> float:
     return round(1.0 - miss, 6)
 
 
+LITERAL = "literal:"
+"""The prefix of a relation key's object that is a value, not an entity."""
+
+
+def literal_object(s: Statement) -> str:
+    """The object part of the relation key of a statement whose object is a value."""
+    return LITERAL + (normalize_surface(s.object_text) or s.object_text)
+
+
 def relation_key(s: Statement, assignment: Mapping[str, str]) -> tuple[str, str, str] | None:
     """``(subject entity, predicate, object entity or "literal:<norm>")`` of a statement,
     or ``None`` when it makes no relation (a mention without entity, a self-relation)."""
     subject = assignment.get(s.subject_mention_id)
     if s.object_mention_id is None:
-        obj = "literal:" + (normalize_surface(s.object_text) or s.object_text)
+        obj = literal_object(s)
     else:
         obj = assignment.get(s.object_mention_id, "")
     if subject is None or not obj or obj == subject:
@@ -54,6 +63,43 @@ def relation_key(s: Statement, assignment: Mapping[str, str]) -> tuple[str, str,
 def relation_id(key: tuple[str, str, str]) -> str:
     """The id of the relation a :func:`relation_key` names."""
     return stable_id("relation", *key)
+
+
+def relation_of(
+    key: tuple[str, str, str],
+    members: Iterable[Statement],
+    subject_name: str,
+    object_name: str,
+) -> Relation:
+    """The relation ``key`` names (:func:`relation_key`) from every statement of it, its
+    subject's canonical name and its object's (ignored for a literal object): what one
+    key of a keyed aggregation computes, alone."""
+    subject, predicate, obj = key
+    members = sorted(members, key=lambda s: s.statement_id)
+    object_id = None if obj.startswith(LITERAL) else obj
+    object_text = object_name if object_id else members[0].object_text
+    categories = Counter(s.category for s in members)
+    category = sorted(categories.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+    sentences = sorted({(s.doc_id, s.sentence_start, s.sentence_end) for s in members})
+    return Relation(
+        relation_id=relation_id(key),
+        subject_id=subject,
+        predicate=predicate,
+        object_id=object_id,
+        object_text=object_text,
+        category=category,
+        confidence=_combined_confidence(s.confidence for s in members),
+        support=len(members),
+        chunk_ids=sorted({s.chunk_id for s in members}),
+        sentence_doc_ids=[d for d, _, _ in sentences],
+        sentence_starts=[a for _, a, _ in sentences],
+        sentence_ends=[b for _, _, b in sentences],
+        summary=summary_sentence(subject_name, predicate, object_text),
+    )
+
+
+def _object_name(key: tuple[str, str, str], names: Mapping[str, str]) -> str:
+    return "" if key[2].startswith(LITERAL) else names[key[2]]
 
 
 def aggregate_relations(
@@ -73,29 +119,8 @@ def aggregate_relations(
         key = relation_key(s, assignment)
         if key is not None:
             groups[key].append(s)
-    relations = []
-    for (subject, predicate, obj), members in groups.items():
-        members = sorted(members, key=lambda s: s.statement_id)
-        object_id = None if obj.startswith("literal:") else obj
-        object_text = names[object_id] if object_id else members[0].object_text
-        categories = Counter(s.category for s in members)
-        category = sorted(categories.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
-        sentences = sorted({(s.doc_id, s.sentence_start, s.sentence_end) for s in members})
-        relations.append(
-            Relation(
-                relation_id=relation_id((subject, predicate, obj)),
-                subject_id=subject,
-                predicate=predicate,
-                object_id=object_id,
-                object_text=object_text,
-                category=category,
-                confidence=_combined_confidence(s.confidence for s in members),
-                support=len(members),
-                chunk_ids=sorted({s.chunk_id for s in members}),
-                sentence_doc_ids=[d for d, _, _ in sentences],
-                sentence_starts=[a for _, a, _ in sentences],
-                sentence_ends=[b for _, _, b in sentences],
-                summary=summary_sentence(names[subject], predicate, object_text),
-            )
-        )
+    relations = [
+        relation_of(key, members, names[key[0]], _object_name(key, names))
+        for key, members in groups.items()
+    ]
     return sorted(relations, key=lambda r: r.relation_id)

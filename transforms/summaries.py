@@ -1,48 +1,115 @@
-"""Relation aggregation stage: statements -> canonical ``Relation`` rows (one global
-step; the grouping is in ``algorithms.summaries``).
+"""Relation aggregation stage: statements -> canonical ``Relation`` rows, keyed by
+relation (the grouping rules are in ``algorithms.summaries``).
+
+No step holds every statement: each statement meets the entity of its subject mention
+and then of its object mention by key (``CoGroupByKey`` on the mention id), and the
+statements of one relation meet by its key, ``(subject entity, predicate, object)``, to
+be aggregated (``algorithms.summaries.relation_of``). A worker holds the statements and
+mentions of the keys it is given.
 """
 
-import logging
 from collections.abc import Iterator
 from typing import Any
 
 import apache_beam as beam
 
-from algorithms.summaries import aggregate_relations
+from algorithms.summaries import literal_object, relation_of
 from schemas import Relation, Statement
-from transforms.gather import Gather, batched_rows, single
+from transforms.gather import Gather, single
 from transforms.tags import typed
 
-logger = logging.getLogger(__name__)
+MentionEntity = tuple[str, tuple[str, str]]
+"""``(mention id, (entity id, entity name))``."""
+Named = tuple[Statement, str, str]
+"""A statement with its subject entity's id and name."""
 
 
-class _AggregateFn(beam.DoFn):
-    def process(self, gathered: dict[str, list[Any]]) -> Iterator[Relation]:
-        statements: list[Statement] = batched_rows(gathered["statements"])
-        assignment, names = single(gathered["assignment"], {}), single(gathered["names"], {})
-        relations = aggregate_relations(statements, assignment, names)
-        logger.info("grouped %d statements into %d relations", len(statements), len(relations))
-        yield from relations
+def mention_entities(gathered: dict[str, list[Any]]) -> Iterator[MentionEntity]:
+    """Each assigned mention with its entity and the entity's canonical name, from the
+    canonicalization's assignment and names (one dict each)."""
+    assignment, names = single(gathered["assignment"], {}), single(gathered["names"], {})
+    for mention_id, entity_id in assignment.items():
+        yield mention_id, (entity_id, names[entity_id])
+
+
+def _with_subject(item: Any) -> Iterator[Named]:
+    """The statements of one subject mention, with its entity (none: no relation)."""
+    _, joined = item
+    for entity_id, name in list(joined["entity"])[:1]:
+        for statement in joined["statements"]:
+            yield statement, entity_id, name
+
+
+def _by_object(named: Named) -> Iterator[Any]:
+    """A statement whose object is a mention, keyed by it; one whose object is a value,
+    keyed by its relation already (tagged ``"value"``)."""
+    statement, subject, name = named
+    if statement.object_mention_id is None:
+        key = (subject, statement.predicate, literal_object(statement))
+        yield beam.pvalue.TaggedOutput("value", (key, (statement, name, "")))
+    else:
+        yield statement.object_mention_id, named
+
+
+def _with_object(item: Any) -> Iterator[Any]:
+    """The statements of one object mention keyed by their relation, with both names
+    (an object without entity, or the subject's own entity: no relation)."""
+    _, joined = item
+    for entity_id, object_name in list(joined["entity"])[:1]:
+        for statement, subject, name in joined["statements"]:
+            if entity_id != subject:
+                yield (subject, statement.predicate, entity_id), (statement, name, object_name)
+
+
+def _relation(item: Any) -> Relation:
+    key, members = item
+    members = list(members)
+    _, subject_name, object_name = members[0]
+    return relation_of(key, [s for s, _, _ in members], subject_name, object_name)
 
 
 class AggregateRelations(beam.PTransform):
-    """``{statements, assignment, names}`` -> ``PCollection[Relation]`` (global step).
+    """``{statements, assignment, names}`` -> ``PCollection[Relation]``, keyed by relation.
 
     ``statements`` holds lists of statements (one per batch of chunks, as
     :class:`transforms.extract.ExtractKnowledge` emits them); ``assignment``
     ({mention_id: entity_id}) and ``names`` ({entity_id: name}) hold one dict each,
-    as :class:`transforms.canonicalize.CanonicalizeEntities` emits them.
+    as :class:`transforms.canonicalize.CanonicalizeEntities` emits them. The same
+    relations as ``algorithms.summaries.aggregate_relations`` over all of them.
 
     Example:
         >>> relations = {"statements": s, "assignment": a, "names": n} | AggregateRelations()
 
-    Memory bound: every statement of the corpus on one worker.
+    Memory bound: the statements of one relation (or of one mention) on a worker; the
+    assignment and names, one dict each, where canonicalization made them.
     """
 
     def expand(self, inputs: Any) -> beam.PCollection:  # {name: PCollection}
+        entities = (
+            {name: inputs[name] for name in ("assignment", "names")}
+            | "GatherAssignment" >> Gather(always=True)
+            | "MentionEntities" >> beam.FlatMap(mention_entities)
+        )
+        statements = inputs["statements"] | "EachStatement" >> beam.FlatMap(lambda batch: batch)
+        named = (
+            {
+                "statements": statements
+                | "BySubject" >> beam.Map(lambda s: (s.subject_mention_id, s)),
+                "entity": entities,
+            }
+            | "JoinSubjects" >> beam.CoGroupByKey()
+            | "WithSubject" >> beam.FlatMap(_with_subject)
+        )
+        split = named | "ByObject" >> beam.FlatMap(_by_object).with_outputs("value", main="mention")
+        with_object = (
+            {"statements": split.mention, "entity": entities}
+            | "JoinObjects" >> beam.CoGroupByKey()
+            | "WithObject" >> beam.FlatMap(_with_object)
+        )
         relations = (
-            {name: inputs[name] for name in ("statements", "assignment", "names")}
-            | "GatherStatements" >> Gather()
-            | "Aggregate" >> beam.ParDo(_AggregateFn())
+            (with_object, split.value)
+            | "Keyed" >> beam.Flatten()
+            | "ByRelation" >> beam.GroupByKey()
+            | "Aggregate" >> beam.Map(_relation)
         )
         return typed(relations, Relation)
