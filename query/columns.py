@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from store.bundles import numbers
+from store.sorted_columns import group
 
 
 class Converted(Sequence[Any]):
@@ -125,18 +126,7 @@ class Grouped(Mapping[Any, list[int]]):
         """Group ``values`` by ``codes`` (ints in ``[0, groups)``), each group in the
         order of ``values``' positions; ``distinct`` keeps one of each repeated
         (code, value) pair and orders each group by value instead."""
-        codes = np.asarray(codes, dtype=np.int64)
-        values = np.asarray(values, dtype=np.int64)
-        if distinct:
-            order = np.lexsort((values, codes))
-            codes, values = codes[order], values[order]
-            keep = np.ones(len(codes), dtype=bool)
-            keep[1:] = (codes[1:] != codes[:-1]) | (values[1:] != values[:-1])
-            codes, values = codes[keep], values[keep]
-        else:
-            order = np.argsort(codes, kind="stable")
-            codes, values = codes[order], values[order]
-        offsets = np.searchsorted(codes, np.arange(groups + 1), side="left")
+        offsets, values = group(codes, values, groups, distinct=distinct)
         return cls(offsets, values)
 
     def labelled(

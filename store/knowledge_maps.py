@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 from store import storage
 from store.bundles import COMMUNITIES, ENTITIES, RELATIONS, numbers
 from store.knowledge_layers import has_table, is_layered, layer_files, read_file, table_files
-from store.sorted_columns import Fenced, fence
+from store.sorted_columns import Fenced, fence, group
 
 MAPPED = (ENTITIES, RELATIONS, COMMUNITIES)
 """The tables a reader opens (``query.knowledge``)."""
@@ -197,18 +197,8 @@ def grouped(keys: pa.Array, rows: np.ndarray, *, distinct: bool = False) -> pa.S
     rank = np.empty(len(labels), dtype=np.int64)
     rank[order] = np.arange(len(labels))
     codes = rank[numbers(encoded.indices).astype(np.int64)] if len(keys) else np.empty(0, np.int64)
-    rows = np.asarray(rows, dtype=np.int64)
-    if distinct:
-        sort = np.lexsort((rows, codes))
-        codes, rows = codes[sort], rows[sort]
-        keep = np.ones(len(codes), dtype=bool)
-        keep[1:] = (codes[1:] != codes[:-1]) | (rows[1:] != rows[:-1])
-        codes, rows = codes[keep], rows[keep]
-    else:
-        sort = np.argsort(codes, kind="stable")
-        codes, rows = codes[sort], rows[sort]
-    offsets = np.searchsorted(codes, np.arange(len(labels) + 1)).astype(np.int32)
-    lists = pa.ListArray.from_arrays(pa.array(offsets), pa.array(rows, pa.int64()))
+    offsets, rows = group(codes, rows, len(labels), distinct=distinct)
+    lists = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(rows, pa.int64()))
     return pa.StructArray.from_arrays([labels.take(pa.array(order)), lists], names=["key", "rows"])
 
 

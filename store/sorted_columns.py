@@ -48,6 +48,27 @@ class Scalars(Sequence[Any]):
         return at if at < len(self) and self[at] == value else -1
 
 
+def group(
+    codes: np.ndarray, values: np.ndarray, groups: int, *, distinct: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """``values`` grouped by ``codes`` (ints in ``[0, groups)``) as ``(offsets,
+    values)``: group ``g`` is ``values[offsets[g]:offsets[g + 1]]``, in the order of
+    ``values``' positions; ``distinct`` keeps one of each repeated (code, value) pair
+    and orders each group by value instead."""
+    codes = np.asarray(codes, dtype=np.int64)
+    values = np.asarray(values, dtype=np.int64)
+    if distinct:
+        order = np.lexsort((values, codes))
+        codes, values = codes[order], values[order]
+        keep = np.ones(len(codes), dtype=bool)
+        keep[1:] = (codes[1:] != codes[:-1]) | (values[1:] != values[:-1])
+        codes, values = codes[keep], values[keep]
+    else:
+        order = np.argsort(codes, kind="stable")
+        codes, values = codes[order], values[order]
+    return np.searchsorted(codes, np.arange(groups + 1), side="left"), values
+
+
 FENCE = 256
 """One key in this many of a sorted column is kept apart as its fence (:class:`Fenced`)."""
 
