@@ -1,11 +1,11 @@
 """A layered generation's knowledge read as its base's layer and the change since it.
 
 A refresh or stream window writes its knowledge tables as its parent's base and a delta
-(:mod:`store.knowledge_layers`). A reader that already built the layer of that base (it
-opened the parent, or an earlier window over the same base) does not build it again: the
-new layer is the held one with the delta's rows after the base's and the base rows that
-the delta rewrote or removed left out ("dead"). The reopen costs what changed since the
-base, not the corpus.
+(:mod:`store.knowledge_layers`). A reader reads the base's layer in place from its map
+files (:mod:`query.mapped_layer`; or holds it, from the parent or an earlier window over
+the same base), and the new layer is that one with the delta's rows after the base's and
+the base rows that the delta rewrote or removed left out ("dead"). The reopen costs what
+changed since the base, not the corpus.
 
 Rows of an overlaid layer are numbered base rows first, then delta rows, so they are not
 in id order as a whole layer's are; every lookup that gives rows from both parts orders
