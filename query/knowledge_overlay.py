@@ -348,12 +348,12 @@ def overlaid(
     new_aliases: Mapping[str, list[int]] = {}
     if ent.rows is not None and ent.rows.num_rows:
         new_aliases = stored_alias_index(ent.rows.column("alias_norms"))
-    subjects = entity_rows(ent, base_entities, rel.values("subject_id"))
+    find, find_all = _live_entity_rows(ent, base_entities)
+    subjects = [-1 if v is None else find(v) for v in rel.values("subject_id")]
     if -1 in subjects:
         missing = rel.values("subject_id")[subjects.index(-1)]
         raise ValueError(f"{path}: relation subject {missing!r} is not an entity")
-    objects = entity_rows(ent, base_entities, rel.values("object_id"))
-    find, find_all = _live_entity_rows(ent, base_entities)
+    objects = [-1 if v is None else find(v) for v in rel.values("object_id")]
     relations = _overlaid_surface(base.relations, rel, path, RELATIONS, RELATION_INDEX)
     relation_ids = relations.ids
     categories = rel.values("category")

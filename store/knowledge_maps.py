@@ -30,7 +30,14 @@ import pyarrow.compute as pc
 
 from store import storage
 from store.bundles import COMMUNITIES, ENTITIES, RELATIONS, numbers
-from store.knowledge_layers import has_table, is_layered, layer_files, read_file, table_files
+from store.knowledge_layers import (
+    has_table,
+    is_layered,
+    layer_files,
+    read_file,
+    table_files,
+    table_schema,
+)
 from store.sorted_columns import Fenced, fence, group
 
 MAPPED = (ENTITIES, RELATIONS, COMMUNITIES)
@@ -96,9 +103,10 @@ def write_maps(staging: str, parent: str | None = None) -> list[str]:
         if linked is not None:
             storage.reuse_file(linked, target)
             continue
-        data = read_file(storage.join(staging, source))
-        if table == ENTITIES and "alias_norms" not in data.column_names:
+        columns = [*ROW_COLUMNS[table], *(["alias_norms"] if table == ENTITIES else [])]
+        if not set(columns) <= set(table_schema(staging, table).names):
             continue
+        data = read_file(storage.join(staging, source), columns)
         size = os.path.getsize(storage.join(staging, source))
         storage.write_bytes(target, map_bytes(table, data, size))
         built.append(map_name(source))
