@@ -61,7 +61,7 @@ def type_class(label: str) -> str:
     return "place" if label in _PLACE else "thing"
 
 
-class _UnionFind:
+class UnionFind:
     """Union-find whose root is always the smallest member: order-independent."""
 
     def __init__(self, items: Iterable[tuple[str, str]]) -> None:
@@ -82,7 +82,7 @@ class _UnionFind:
             self.parent[high] = low
 
 
-def _merge_compatible(uf: _UnionFind, units: list[tuple[str, str]], counts: Counter) -> None:
+def merge_compatible(uf: UnionFind, units: list[tuple[str, str]], counts: Counter) -> None:
     """Merge units that are the same name; ``thing`` joins the larger of person/place."""
     by_class: dict[str, list[tuple[str, str]]] = defaultdict(list)
     for unit in sorted(units):
@@ -96,7 +96,7 @@ def _merge_compatible(uf: _UnionFind, units: list[tuple[str, str]], counts: Coun
         uf.union(by_class["thing"][0], by_class[best][0])
 
 
-def _dominant_expansions(acronyms: Iterable[tuple[str, str]]) -> dict[str, str]:
+def dominant_expansions(acronyms: Iterable[tuple[str, str]]) -> dict[str, str]:
     """Short-form key -> long-form key, where one stated expansion dominates."""
     stated: dict[str, Counter] = defaultdict(Counter)
     for short, long in acronyms:
@@ -109,7 +109,7 @@ def _dominant_expansions(acronyms: Iterable[tuple[str, str]]) -> dict[str, str]:
     return dominant
 
 
-def _variant_contexts(
+def variant_contexts(
     norms: Sequence[str],
 ) -> dict[tuple[int, int, str, str], list[tuple[str, str]]]:
     """``(word count, position, words before, words after)`` -> ``(name, word)`` for
@@ -146,24 +146,33 @@ def _variant_pairs(norms: Sequence[str], max_block: int) -> list[tuple[str, str]
     blocks, and so the pairs, are those of keys made for every name.
     """
     pairs = set()
-    for entries in _variant_contexts(norms).values():
-        words = dict(entries)
-        if len(words) < 2:
-            continue
-        blocks: dict[str, list[str]] = defaultdict(list)
-        for norm, word in entries:
-            for variant in {word, *(word[:j] + word[j + 1 :] for j in range(len(word)))}:
-                blocks[variant].append(norm)
-        for members in blocks.values():
-            if len(members) < 2 or len(members) > max_block:
-                continue
-            for a, b in itertools.combinations(sorted(set(members)), 2):
-                if _one_edit_apart(words[a], words[b]):
-                    pairs.add((a, b))
+    for entries in variant_contexts(norms).values():
+        pairs.update(context_pairs(entries, max_block))
     return sorted(pairs)
 
 
-def _similar(pairs: list[tuple[str, str]], embed: Embed | None, threshold: float) -> list[bool]:
+def context_pairs(entries: Sequence[tuple[str, str]], max_block: int) -> list[tuple[str, str]]:
+    """The candidate pairs among the ``(name, word)`` entries of one context (see
+    :func:`variant_contexts`): blocked by the word's one-deletion keys, a block of more
+    than ``max_block`` entries skipped."""
+    words = dict(entries)
+    if len(words) < 2:
+        return []
+    blocks: dict[str, list[str]] = defaultdict(list)
+    for norm, word in entries:
+        for variant in {word, *(word[:j] + word[j + 1 :] for j in range(len(word)))}:
+            blocks[variant].append(norm)
+    pairs = set()
+    for members in blocks.values():
+        if len(members) < 2 or len(members) > max_block:
+            continue
+        for a, b in itertools.combinations(sorted(set(members)), 2):
+            if _one_edit_apart(words[a], words[b]):
+                pairs.add((a, b))
+    return sorted(pairs)
+
+
+def similar(pairs: list[tuple[str, str]], embed: Embed | None, threshold: float) -> list[bool]:
     if not pairs or embed is None:
         return [False] * len(pairs)
     names = sorted({n for pair in pairs for n in pair})
@@ -173,7 +182,7 @@ def _similar(pairs: list[tuple[str, str]], embed: Embed | None, threshold: float
     return [float(vectors[row[a]] @ vectors[row[b]]) >= threshold for a, b in pairs]
 
 
-def _entity(members: list[MentionRef], classes: Counter) -> Entity:
+def entity_of(members: list[MentionRef], classes: Counter) -> Entity:
     # Names and aliases are whitespace-normalized: a mention's exact text may hold a
     # line break and indentation; its span, not the name, is what quotes it.
     surfaces = Counter(" ".join(m.text.split()) for m in members)
@@ -226,18 +235,18 @@ def canonicalize(
     for m in mentions:
         by_unit[(m.norm, type_class(m.label))].append(m)
     counts = Counter({unit: len(ms) for unit, ms in by_unit.items()})
-    uf = _UnionFind(sorted(by_unit))
+    uf = UnionFind(sorted(by_unit))
     by_key: dict[str, list[tuple[str, str]]] = defaultdict(list)
     for unit in sorted(by_unit):
         by_key[squashed(unit[0])].append(unit)
     for units in by_key.values():
-        _merge_compatible(uf, units, counts)
-    for short, long in sorted(_dominant_expansions(acronyms).items()):
+        merge_compatible(uf, units, counts)
+    for short, long in sorted(dominant_expansions(acronyms).items()):
         if short in by_key and long in by_key:
             uf.union(by_key[short][0], by_key[long][0])
     heads = sorted({min(units, key=lambda u: (-counts[u], u))[0] for units in by_key.values()})
     pairs = _variant_pairs(heads, max_block)
-    for (a, b), ok in zip(pairs, _similar(pairs, embed, similarity), strict=True):
+    for (a, b), ok in zip(pairs, similar(pairs, embed, similarity), strict=True):
         if ok:
             uf.union(by_key[squashed(a)][0], by_key[squashed(b)][0])
     clusters: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
@@ -250,7 +259,7 @@ def canonicalize(
         classes = Counter({u[1]: 0 for u in units})
         for u in units:
             classes[u[1]] += counts[u]
-        entity = _entity(members, classes)
+        entity = entity_of(members, classes)
         if entity.entity_id in entities:  # a name shared by person and place clusters
             entity = entity._replace(entity_id=stable_id("entity", entity.norm, units[0]))
         entities[entity.entity_id] = entity

@@ -23,7 +23,7 @@ from schemas import (
 from store import bundles, knowledge_layers, storage
 from store.config import BuildConfig
 from transforms.ann import BuildAnnIndexes, keys_and_vectors
-from transforms.canonicalize import ASSIGNMENT, ENTITIES, NAMES, CanonicalizeEntities
+from transforms.canonicalize import ENTITIES, ENTITY_OF, NAMES, CanonicalizeEntities
 from transforms.communities import DetectCommunities
 from transforms.delta import ReadKnownVectors
 from transforms.embed import EmbedTexts, text_key
@@ -159,8 +159,7 @@ def assemble_knowledge(
     } | "CanonicalizeEntities" >> CanonicalizeEntities(model=model_path, config=knowledge)
     relations = {
         "statements": rows[STATEMENTS],
-        "assignment": canon[ASSIGNMENT],
-        "names": canon[NAMES],
+        "entity_of": canon[ENTITY_OF],
     } | "AggregateRelations" >> AggregateRelations()
     communities = {
         "relations": relations,
@@ -212,13 +211,11 @@ def assemble_knowledge(
         join(staging, bundles.MENTIONS),
         to_table=lambda rows: records_table(rows, MENTION_SCHEMA),
         sort_key=lambda m: m.mention_id,
-        collected=True,
     )
     _ = canon[ENTITIES] | "WriteEntities" >> WriteTable(
         join(staging, bundles.ENTITIES),
         to_table=lambda rows: records_table(rows, ENTITY_SCHEMA),
         sort_key=lambda e: e.entity_id,
-        collected=True,
     )
     id_vectors: dict[str, beam.PCollection] = {}
     index_paths: dict[str, str] = {}

@@ -15,7 +15,7 @@ import apache_beam as beam
 from algorithms.communities import detect_communities
 from schemas import Community
 from store.config import KnowledgeConfig
-from transforms.gather import Gather, single
+from transforms.gather import Gather
 from transforms.tags import typed
 
 logger = logging.getLogger(__name__)
@@ -28,7 +28,7 @@ class _CommunitiesFn(beam.DoFn):
 
     def process(self, gathered: dict[str, list[Any]]) -> Iterator[Community]:
         ordered = sorted(gathered["relations"], key=lambda r: r.relation_id)
-        names = single(gathered["names"], {})
+        names = dict(gathered["names"])
         communities = detect_communities(ordered, names, config=self._config, seed=self._seed)
         logger.info("found %d communities", len(communities))
         yield from communities
@@ -37,7 +37,7 @@ class _CommunitiesFn(beam.DoFn):
 class DetectCommunities(beam.PTransform):
     """``{relations, names}`` -> ``PCollection[Community]`` (global step, seeded).
 
-    ``names`` holds one {entity_id: name} dict.
+    ``names`` holds ``(entity_id, name)`` pairs.
 
     Example:
         >>> communities = {"relations": r, "names": n} | DetectCommunities(seed=17)

@@ -15,21 +15,12 @@ import apache_beam as beam
 
 from algorithms.summaries import literal_object, relation_of
 from schemas import Relation, Statement
-from transforms.gather import Gather, single
 from transforms.tags import typed
 
 MentionEntity = tuple[str, tuple[str, str]]
 """``(mention id, (entity id, entity name))``."""
 Named = tuple[Statement, str, str]
 """A statement with its subject entity's id and name."""
-
-
-def mention_entities(gathered: dict[str, list[Any]]) -> Iterator[MentionEntity]:
-    """Each assigned mention with its entity and the entity's canonical name, from the
-    canonicalization's assignment and names (one dict each)."""
-    assignment, names = single(gathered["assignment"], {}), single(gathered["names"], {})
-    for mention_id, entity_id in assignment.items():
-        yield mention_id, (entity_id, names[entity_id])
 
 
 def _with_subject(item: Any) -> Iterator[Named]:
@@ -69,27 +60,22 @@ def _relation(item: Any) -> Relation:
 
 
 class AggregateRelations(beam.PTransform):
-    """``{statements, assignment, names}`` -> ``PCollection[Relation]``, keyed by relation.
+    """``{statements, entity_of}`` -> ``PCollection[Relation]``, keyed by relation.
 
     ``statements`` holds lists of statements (one per batch of chunks, as
-    :class:`transforms.extract.ExtractKnowledge` emits them); ``assignment``
-    ({mention_id: entity_id}) and ``names`` ({entity_id: name}) hold one dict each,
-    as :class:`transforms.canonicalize.CanonicalizeEntities` emits them. The same
-    relations as ``algorithms.summaries.aggregate_relations`` over all of them.
+    :class:`transforms.extract.ExtractKnowledge` emits them); ``entity_of`` holds each
+    assigned mention's ``(mention_id, (entity_id, entity name))``, as
+    :class:`transforms.canonicalize.CanonicalizeEntities` emits them. The same relations
+    as ``algorithms.summaries.aggregate_relations`` over all of them.
 
     Example:
-        >>> relations = {"statements": s, "assignment": a, "names": n} | AggregateRelations()
+        >>> relations = {"statements": s, "entity_of": pairs} | AggregateRelations()
 
-    Memory bound: the statements of one relation (or of one mention) on a worker; the
-    assignment and names, one dict each, where canonicalization made them.
+    Memory bound: the statements of one relation (or of one mention) on a worker.
     """
 
     def expand(self, inputs: Any) -> beam.PCollection:  # {name: PCollection}
-        entities = (
-            {name: inputs[name] for name in ("assignment", "names")}
-            | "GatherAssignment" >> Gather(always=True)
-            | "MentionEntities" >> beam.FlatMap(mention_entities)
-        )
+        entities = inputs["entity_of"]
         statements = inputs["statements"] | "EachStatement" >> beam.FlatMap(lambda batch: batch)
         named = (
             {

@@ -74,15 +74,21 @@ def run(kind: str, batches: list, assignment: dict, names: dict) -> tuple[float,
     os.close(handle)
     started = time.perf_counter()
     with beam.Pipeline(options=PipelineOptions(["--runner=DirectRunner"])) as p:
-        rows = {
-            "statements": p | "Statements" >> beam.Create(batches),
-            "assignment": p | "Assignment" >> beam.Create([assignment]),
-            "names": p | "Names" >> beam.Create([names]),
-        }
+        statements = p | "Statements" >> beam.Create(batches)
         if kind == "keyed":
-            relations = rows | AggregateRelations()
+            pairs = [(m, (e, names[e])) for m, e in sorted(assignment.items())]
+            entity_of = p | "EntityOf" >> beam.Create(pairs)
+            relations = {"statements": statements, "entity_of": entity_of} | AggregateRelations()
         else:
-            relations = rows | Gather() | beam.FlatMap(_gathered)
+            relations = (
+                {
+                    "statements": statements,
+                    "assignment": p | "Assignment" >> beam.Create([assignment]),
+                    "names": p | "Names" >> beam.Create([names]),
+                }
+                | Gather()
+                | beam.FlatMap(_gathered)
+            )
         _ = relations | "Collect" >> CollectAll() | "Save" >> beam.Map(_save, out)
     seconds = time.perf_counter() - started
     with open(out) as handle:

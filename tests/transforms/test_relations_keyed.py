@@ -40,6 +40,11 @@ def _statements(seed: int, count: int) -> tuple[list[Statement], dict, dict]:
     return statements, assignment, names
 
 
+def _entity_of(assignment: dict, names: dict) -> list:
+    """Each assigned mention with its entity and name, as canonicalization emits them."""
+    return [(m, (e, names[e])) for m, e in sorted(assignment.items())]
+
+
 def test_keyed_aggregation_makes_the_relations_the_whole_grouping_makes():
     statements, assignment, names = _statements(seed=53, count=400)
     expected = aggregate_relations(statements, assignment, names)
@@ -49,8 +54,7 @@ def test_keyed_aggregation_makes_the_relations_the_whole_grouping_makes():
     with TestPipeline() as p:
         relations = {
             "statements": p | "Statements" >> beam.Create(batches),
-            "assignment": p | "Assignment" >> beam.Create([assignment]),
-            "names": p | "Names" >> beam.Create([names]),
+            "entity_of": p | "EntityOf" >> beam.Create(_entity_of(assignment, names)),
         } | AggregateRelations()
         assert_that(relations, equal_to(expected))
 
@@ -60,13 +64,11 @@ def test_no_statement_or_no_entity_makes_no_relation():
     with TestPipeline() as p:
         none = {
             "statements": p | "Statements" >> beam.Create([statements]),
-            "assignment": p | "Assignment" >> beam.Create([{}]),
-            "names": p | "Names" >> beam.Create([names]),
+            "entity_of": p | "EntityOf" >> beam.Create(_entity_of({}, names)),
         } | "NoEntity" >> AggregateRelations()
         assert_that(none, equal_to([]), label="NoEntity")
         empty = {
             "statements": p | "NoStatements" >> beam.Create([]),
-            "assignment": p | "NoAssignment" >> beam.Create([]),
-            "names": p | "NoNames" >> beam.Create([]),
+            "entity_of": p | "NoEntityOf" >> beam.Create([]),
         } | "Empty" >> AggregateRelations()
         assert_that(empty, equal_to([]), label="Empty")
