@@ -7,9 +7,10 @@ Usage::
 
 For each size the steps run one after the other, each in its own process (a worker):
 ``generate`` (the workload's extraction rows, written as one segment's ``extraction/``
-tables), ``canonicalize`` (``algorithms.canonicalize.canonicalize``, then the mentions
-and entities tables), ``relations`` (``algorithms.summaries.aggregate_relations``, the
-relations table and its HNSW file), ``communities`` (``algorithms.communities.
+tables), ``canonicalize`` (the keyed steps of ``transforms/canonicalize.py``,
+``algorithms.canonical_blocks``, then the mentions and entities tables), ``relations``
+(the keyed joins and aggregation of ``transforms/summaries.py``, the relations table and
+its HNSW file), ``communities`` (``algorithms.communities.
 detect_communities`` with the configured engine, the communities table and its HNSW
 file), ``maps`` (``store.knowledge_maps.write_maps``: the map files readers open the
 tables from), ``open`` (``query.knowledge.load_knowledge`` on the written generation,
@@ -20,9 +21,13 @@ reader's reopen of the new generation). Each step reports its wall time, the pea
 of its process (and of any process it started) and the bytes it wrote. The steps
 (``benchmarks.knowledge_steps``) call the same functions the Beam transforms
 (``transforms/canonicalize.py``, ``summaries.py``, ``communities.py``) call on their
-gathered inputs and the same table writers; the Beam pipeline of
+keys or gathered inputs and the same table writers; the Beam pipeline of
 ``pipelines/knowledge.py`` itself starts from spaCy over chunk text, which a synthetic
-workload does not have.
+workload does not have. The two keyed steps run as ``--segments K`` worker processes a
+stage (``benchmarks.knowledge_shards``: each holds the keys of one shard, and hands the
+next stage its keyed output through files, as a runner's shuffle would), so their peak
+RSS is what one of ``K`` workers holds; the steps that meet on one worker in the product
+(the edges between blocks, the table writers) meet on one process here too.
 
 No embedding model is loaded anywhere. Relation and community vectors are off
 (``surface_vectors`` false, the default), and canonicalization's spelling-variant merge,
@@ -265,12 +270,23 @@ def step_window(work: str, config: Any, seed: int) -> dict[str, Any]:
     }
 
 
-def _run_step(step: str, work: str, docs: int, seed: int, engine: str | None) -> dict[str, Any]:
+def _output_bytes(work: str) -> int:
+    """Bytes of the files under ``work`` but those of the keyed steps' exchanges (the
+    runner's shuffle, not the step's output)."""
+    from benchmarks.knowledge_shards import SHUFFLE
+
+    return bytes_under(work) - bytes_under(os.path.join(work, SHUFFLE))
+
+
+def _run_step(
+    step: str, work: str, docs: int, seed: int, engine: str | None, segments: int = 1
+) -> dict[str, Any]:
     """Run ``step`` in its own process; its figures plus wall time, peak RSS, bytes."""
     out = os.path.join(work, "steps", f"{step}.json")
     argv = [sys.executable, "-m", "benchmarks.knowledge_scale", "--step", step, "--work", work]
-    argv += ["--docs", str(docs), "--seed", str(seed)] + (["--engine", engine] if engine else [])
-    before = bytes_under(work)
+    argv += ["--docs", str(docs), "--seed", str(seed), "--segments", str(segments)]
+    argv += ["--engine", engine] if engine else []
+    before = _output_bytes(work)
     started = time.perf_counter()
     process = subprocess.Popen(argv, cwd=ROOT)
     _, status, _ = os.wait4(process.pid, 0)
@@ -281,12 +297,14 @@ def _run_step(step: str, work: str, docs: int, seed: int, engine: str | None) ->
         figures = json.load(handle)
     figures.update(
         wall_s=round(wall, 2),
-        bytes_written=max(0, bytes_under(work) - before - os.path.getsize(out)),
+        bytes_written=max(0, _output_bytes(work) - before - os.path.getsize(out)),
     )
     return figures
 
 
-def run_size(docs: int, work: str, *, seed: int, engine: str | None) -> dict[str, Any]:
+def run_size(
+    docs: int, work: str, *, seed: int, engine: str | None, segments: int = 1
+) -> dict[str, Any]:
     """Every step at ``docs`` documents; the size's JSON object."""
     os.makedirs(os.path.join(work, "steps"), exist_ok=True)
     steps: dict[str, Any] = {}
@@ -294,7 +312,7 @@ def run_size(docs: int, work: str, *, seed: int, engine: str | None) -> dict[str
         print(
             f"[{docs:,} docs] step {number}/{len(STEPS)}: {step} ...", file=sys.stderr, flush=True
         )
-        steps[step] = _run_step(step, work, docs, seed, engine)
+        steps[step] = _run_step(step, work, docs, seed, engine, segments)
         print(
             f"[{docs:,} docs] {step}: {steps[step]['wall_s']} s, "
             f"{steps[step]['peak_rss_mb']} MB peak RSS",
@@ -347,8 +365,8 @@ def _step_main(args: argparse.Namespace) -> None:
     config = knowledge_config(args.engine)
     runners = {
         "generate": lambda: step_generate(args.work, args.docs[0], args.seed),
-        "canonicalize": lambda: step_canonicalize(args.work, config),
-        "relations": lambda: step_relations(args.work),
+        "canonicalize": lambda: step_canonicalize(args.work, config, args.segments),
+        "relations": lambda: step_relations(args.work, args.segments),
         "communities": lambda: step_communities(args.work, config, args.seed),
         "maps": lambda: step_maps(args.work),
         "open": lambda: step_open(args.work),
@@ -368,6 +386,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--work", help="scratch folder (default: a temporary one, removed)")
     parser.add_argument("--seed", type=int, default=17)
     parser.add_argument("--engine", help="community engine (default: the configured one)")
+    parser.add_argument(
+        "--segments",
+        type=int,
+        default=1,
+        help="worker processes each keyed step runs as (a build's --segments K): each "
+        "holds 1/K of the keys",
+    )
     parser.add_argument("--step", choices=STEPS, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.step:
@@ -379,7 +404,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for docs in args.docs:
             work = os.path.join(root, str(docs))
             shutil.rmtree(work, ignore_errors=True)
-            results.append(run_size(docs, work, seed=args.seed, engine=args.engine))
+            results.append(
+                run_size(docs, work, seed=args.seed, engine=args.engine, segments=args.segments)
+            )
             if args.json:
                 with open(args.json, "w") as handle:
                     json.dump(results, handle, indent=2)

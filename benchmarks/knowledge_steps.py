@@ -17,7 +17,7 @@ import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -80,7 +80,7 @@ def bytes_under(path: str, *, own_only: bool = False) -> int:
     return total
 
 
-def _read_rows(path: str, row_type: Any) -> list[Any]:
+def read_rows(path: str, row_type: Any) -> list[Any]:
     import pyarrow.parquet as pq
 
     table = pq.read_table(path, columns=list(row_type._fields))
@@ -110,48 +110,27 @@ def step_generate(work: str, docs: int, seed: int) -> dict[str, Any]:
     return write_workload(generate(docs, seed=seed), work, docs)
 
 
-def step_canonicalize(work: str, config: Any) -> dict[str, Any]:
-    """Canonicalize every mention; write the mentions and entities tables."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
+def step_canonicalize(work: str, config: Any, shards: int = 1) -> dict[str, Any]:
+    """Canonicalize every mention by key in ``shards`` worker processes a stage
+    (``benchmarks.knowledge_shards``); write the mentions and entities tables."""
+    from benchmarks.knowledge_shards import EXCHANGES, canonicalize_sharded, clear
 
-    from algorithms.canonicalize import MentionRef, canonicalize
-    from schemas import ENTITY_SCHEMA, MENTION_SCHEMA
-    from store.segments import EXTRACTED_ACRONYMS, EXTRACTED_MENTIONS
-    from transforms.write import records_table, write_parquet
-
-    figures: dict[str, Any] = {}
-    with _timed(figures, "read_s"):
-        table = pq.read_table(os.path.join(work, SEGMENT, EXTRACTED_MENTIONS))
-        refs = _read_rows(os.path.join(work, SEGMENT, EXTRACTED_MENTIONS), MentionRef)
-        acronyms = pq.read_table(os.path.join(work, SEGMENT, EXTRACTED_ACRONYMS))
-        short, long = acronyms["short"].to_pylist(), acronyms["long"].to_pylist()
-        pairs = sorted(zip(short, long, strict=True))
-    with _timed(figures, "canonicalize_s"):
-        result = canonicalize(
-            refs,
-            pairs,
-            embed=HashNameEncoder().embed,
-            similarity=config.merge_similarity,
-            max_block=config.max_block_size,
-        )
-    figures["mentions_per_s"] = round(len(refs) / max(figures["canonicalize_s"], 1e-9))
-    with _timed(figures, "write_s"):
-        ids = pa.array([result.assignment[r.mention_id] for r in refs], type=pa.string())
-        del refs
-        table = table.set_column(table.schema.get_field_index("entity_id"), "entity_id", ids)
-        table = table.take(pc.sort_indices(table, [("mention_id", "ascending")]))
-        generation = os.path.join(work, GENERATION)
-        os.makedirs(generation, exist_ok=True)
-        write_parquet(table.cast(MENTION_SCHEMA), os.path.join(generation, "mentions.parquet"))
-        write_parquet(
-            records_table(result.entities, ENTITY_SCHEMA),
-            os.path.join(generation, "entities.parquet"),
-        )
-    figures.update(mentions=table.num_rows, entities=len(result.entities))
-    figures.update(_entity_shapes(result.entities))
+    generation = os.path.join(work, GENERATION)
+    clear(work)
+    figures = _stage_totals(
+        canonicalize_sharded(work, os.path.join(work, SEGMENT), generation, config, shards)
+    )
+    figures["mentions_per_core_s"] = round(figures["mentions"] / max(figures["process_s"], 1e-9))
+    entities = read_rows(os.path.join(generation, "entities.parquet"), _EntityShape)
+    figures.update(_entity_shapes(entities))
+    # What relation aggregation reads of the canonicalization (its entity_of output).
+    clear(work, *(name for name in EXCHANGES if name != "entity_of"))
     return figures
+
+
+class _EntityShape(NamedTuple):
+    mention_count: int
+    aliases: list[str]
 
 
 def _entity_shapes(entities: Sequence[Any]) -> dict[str, float]:
@@ -164,7 +143,7 @@ def _entity_shapes(entities: Sequence[Any]) -> dict[str, float]:
     }
 
 
-def _write_vector_table(rows: list[Any], path: str, index: str, row_id: Any) -> None:
+def write_vector_table(rows: list[Any], path: str, index: str, row_id: Any) -> None:
     """A relations or communities table without vectors, and its (empty) HNSW file."""
     from store.config import AnnConfig
     from transforms.ann import build_index, save_index
@@ -185,35 +164,24 @@ def _schema_of(rows: list[Any], path: str) -> Any:
     return COMMUNITY_SCHEMA if path.endswith("communities.parquet") else RELATION_SCHEMA
 
 
-def step_relations(work: str) -> dict[str, Any]:
-    """Aggregate every statement into relations; write the relations table."""
-    import pyarrow.parquet as pq
-
-    from algorithms.summaries import aggregate_relations
-    from schemas import Statement
-    from store.segments import EXTRACTED_STATEMENTS
+def step_relations(work: str, shards: int = 1) -> dict[str, Any]:
+    """Aggregate every statement into relations by key in ``shards`` worker processes a
+    stage (``benchmarks.knowledge_shards``); write the relations table."""
+    from benchmarks.knowledge_shards import aggregate_sharded, clear
 
     generation = os.path.join(work, GENERATION)
-    figures: dict[str, Any] = {}
-    with _timed(figures, "read_s"):
-        statements = _read_rows(os.path.join(work, SEGMENT, EXTRACTED_STATEMENTS), Statement)
-        mentions = pq.read_table(
-            os.path.join(generation, "mentions.parquet"), columns=["mention_id", "entity_id"]
-        )
-        assignment = dict(
-            zip(mentions["mention_id"].to_pylist(), mentions["entity_id"].to_pylist(), strict=True)
-        )
-        names = _entity_names(generation)
-    with _timed(figures, "aggregate_s"):
-        relations = aggregate_relations(statements, assignment, names)
-    with _timed(figures, "write_s"):
-        _write_vector_table(
-            relations,
-            os.path.join(generation, "relations.parquet"),
-            os.path.join(generation, "relations.usearch"),
-            lambda r: r.relation_id,
-        )
-    figures.update(statements=len(statements), relations=len(relations))
+    figures = aggregate_sharded(work, os.path.join(work, SEGMENT), generation, shards)
+    clear(work)
+    return _stage_totals(figures)
+
+
+def _stage_totals(figures: dict[str, Any]) -> dict[str, Any]:
+    """A sharded step's figures with its stages' wall time, busy seconds and the largest
+    peak RSS of any of its worker processes."""
+    stages = list(figures["stages"].values())
+    figures["stages_wall_s"] = round(sum(stage["wall_s"] for stage in stages), 3)
+    figures["process_s"] = round(sum(stage["process_s"] for stage in stages), 3)
+    figures["worker_peak_rss_mb"] = max(max(stage["peak_rss_mb"]) for stage in stages)
     return figures
 
 
@@ -226,12 +194,12 @@ def step_communities(work: str, config: Any, seed: int) -> dict[str, Any]:
     generation = os.path.join(work, GENERATION)
     figures: dict[str, Any] = {"engine": getattr(config, "community_engine", "python-louvain")}
     with _timed(figures, "read_s"):
-        relations = _read_rows(os.path.join(generation, "relations.parquet"), Relation)
+        relations = read_rows(os.path.join(generation, "relations.parquet"), Relation)
         names = _entity_names(generation)
     with _timed(figures, "detect_s"):
         communities = detect_communities(relations, names, config=config, seed=seed)
     with _timed(figures, "write_s"):
-        _write_vector_table(
+        write_vector_table(
             communities,
             os.path.join(generation, "communities.parquet"),
             os.path.join(generation, "communities.usearch"),

@@ -34,7 +34,13 @@ from transforms.knowledge_update import UpdateKnowledge
 from transforms.segments import WriteExtraction, WriteExtractionParts
 from transforms.summaries import AggregateRelations
 from transforms.tags import BAD, GOOD, typed
-from transforms.write import WriteTable, WriteTables, records_table, vector_rows_table
+from transforms.write import (
+    WriteRecords,
+    WriteTable,
+    WriteTables,
+    records_table,
+    vector_rows_table,
+)
 
 EXTRACT_STAGE = "extract"
 KNOWLEDGE_COUNTER = "knowledge_texts_embedded"
@@ -207,15 +213,11 @@ def assemble_knowledge(
         "Communities", communities, vectors[GOOD], lambda c: c.report, lambda c: reports
     )
 
-    _ = canon[MENTIONS] | "WriteMentions" >> WriteTable(
-        join(staging, bundles.MENTIONS),
-        to_table=lambda rows: records_table(rows, MENTION_SCHEMA),
-        sort_key=lambda m: m.mention_id,
+    _ = canon[MENTIONS] | "WriteMentions" >> WriteRecords(
+        join(staging, bundles.MENTIONS), schema=MENTION_SCHEMA, sort_column="mention_id"
     )
-    _ = canon[ENTITIES] | "WriteEntities" >> WriteTable(
-        join(staging, bundles.ENTITIES),
-        to_table=lambda rows: records_table(rows, ENTITY_SCHEMA),
-        sort_key=lambda e: e.entity_id,
+    _ = canon[ENTITIES] | "WriteEntities" >> WriteRecords(
+        join(staging, bundles.ENTITIES), schema=ENTITY_SCHEMA, sort_column="entity_id"
     )
     id_vectors: dict[str, beam.PCollection] = {}
     index_paths: dict[str, str] = {}

@@ -92,9 +92,9 @@ def _clusters(item: tuple[str, dict[str, list[Any]]]) -> Iterator[tuple[tuple[st
 def _pending_expansion(item: tuple[str, dict[str, list[Any]]]) -> Iterator[tuple[str, str]]:
     """A short form's dominant expansion, keyed by the long form, when the short form is
     a block."""
-    _, joined = item
+    short, joined = item
     if list(joined["block"]):
-        for short, long in joined["expansion"]:
+        for long in joined["expansion"]:
             yield long, short
 
 

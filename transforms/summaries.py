@@ -23,7 +23,7 @@ Named = tuple[Statement, str, str]
 """A statement with its subject entity's id and name."""
 
 
-def _with_subject(item: Any) -> Iterator[Named]:
+def with_subject(item: Any) -> Iterator[Named]:
     """The statements of one subject mention, with its entity (none: no relation)."""
     _, joined = item
     for entity_id, name in list(joined["entity"])[:1]:
@@ -31,7 +31,7 @@ def _with_subject(item: Any) -> Iterator[Named]:
             yield statement, entity_id, name
 
 
-def _by_object(named: Named) -> Iterator[Any]:
+def by_object(named: Named) -> Iterator[Any]:
     """A statement whose object is a mention, keyed by it; one whose object is a value,
     keyed by its relation already (tagged ``"value"``)."""
     statement, subject, name = named
@@ -42,7 +42,7 @@ def _by_object(named: Named) -> Iterator[Any]:
         yield statement.object_mention_id, named
 
 
-def _with_object(item: Any) -> Iterator[Any]:
+def with_object(item: Any) -> Iterator[Any]:
     """The statements of one object mention keyed by their relation, with both names
     (an object without entity, or the subject's own entity: no relation)."""
     _, joined = item
@@ -52,7 +52,8 @@ def _with_object(item: Any) -> Iterator[Any]:
                 yield (subject, statement.predicate, entity_id), (statement, name, object_name)
 
 
-def _relation(item: Any) -> Relation:
+def keyed_relation(item: Any) -> Relation:
+    """The relation of one key's ``(statement, subject name, object name)`` members."""
     key, members = item
     members = list(members)
     _, subject_name, object_name = members[0]
@@ -84,18 +85,18 @@ class AggregateRelations(beam.PTransform):
                 "entity": entities,
             }
             | "JoinSubjects" >> beam.CoGroupByKey()
-            | "WithSubject" >> beam.FlatMap(_with_subject)
+            | "WithSubject" >> beam.FlatMap(with_subject)
         )
-        split = named | "ByObject" >> beam.FlatMap(_by_object).with_outputs("value", main="mention")
-        with_object = (
+        split = named | "ByObject" >> beam.FlatMap(by_object).with_outputs("value", main="mention")
+        by_relation = (
             {"statements": split.mention, "entity": entities}
             | "JoinObjects" >> beam.CoGroupByKey()
-            | "WithObject" >> beam.FlatMap(_with_object)
+            | "WithObject" >> beam.FlatMap(with_object)
         )
         relations = (
-            (with_object, split.value)
+            (by_relation, split.value)
             | "Keyed" >> beam.Flatten()
             | "ByRelation" >> beam.GroupByKey()
-            | "Aggregate" >> beam.Map(_relation)
+            | "Aggregate" >> beam.Map(keyed_relation)
         )
         return typed(relations, Relation)

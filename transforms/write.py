@@ -2,7 +2,8 @@
 
 Rows are sorted before writing so that the same input always yields the same
 file bytes, whatever order the runner delivered them in. Memory bound: a table
-is materialized on one worker (about 1.6 KB per chunk row with a 384-d vector).
+is materialized on one worker (about 1.6 KB per chunk row with a 384-d vector);
+``WriteRecords`` gathers it as Arrow tables built where the rows are made.
 """
 
 import logging
@@ -12,6 +13,7 @@ from typing import Any
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
@@ -148,6 +150,74 @@ class WriteTable(beam.PTransform):
     def expand(self, rows: beam.PCollection) -> beam.PCollection:
         lists = rows if self._collected else rows | "CollectRows" >> CollectAll()
         return lists | "WriteParquet" >> beam.ParDo(self._fn)
+
+
+def sorted_table(tables: Sequence[pa.Table], schema: pa.Schema, column: str) -> pa.Table:
+    """``tables`` (of ``schema``) as one table sorted by ``column``, in one chunk."""
+    table = pa.concat_tables(tables) if tables else schema.empty_table()
+    return table.take(pc.sort_indices(table, [(column, "ascending")])).combine_chunks()
+
+
+def _batch_table(batch: list[Any], schema: pa.Schema) -> pa.Table:
+    return records_table(batch, schema)
+
+
+class _WriteSortedFn(beam.DoFn):
+    def __init__(self, *, path: str, schema: pa.Schema, column: str) -> None:
+        self._path = path
+        self._schema = schema
+        self._column = column
+
+    def process(self, tables: list[pa.Table]) -> Any:
+        table = sorted_table(tables, self._schema, self._column)
+        del tables[:]  # the sorted copy is what is written
+        write_parquet(table, self._path)
+        logger.info("wrote %d rows to %s", table.num_rows, self._path)
+        yield self._path, table.num_rows
+
+
+class WriteRecords(beam.PTransform):
+    """Write a PCollection of records (NamedTuples of ``schema``) as one Parquet file
+    sorted by ``sort_column``, gathered as Arrow: each batch of records becomes a table
+    where the records are made, and one worker sorts and writes the tables, holding
+    Arrow buffers (a mention is ~0.2 KB there, ~1.9 KB as a Python record).
+
+    Example:
+        >>> mentions | WriteRecords(path, schema=MENTION_SCHEMA, sort_column="mention_id")
+
+    Args:
+        path: destination file (any Beam filesystem).
+        schema: the records' table schema (field order = the NamedTuple's).
+        sort_column: a column whose values are unique (an id): the file's row order.
+        batch_size: at most this many records per table before gathering.
+
+    Returns:
+        ``PCollection[(path, row_count)]`` with one element, once written.
+    """
+
+    def __init__(
+        self, path: str, *, schema: pa.Schema, sort_column: str, batch_size: int = 16_384
+    ) -> None:
+        super().__init__()
+        if not path:
+            raise ValueError("WriteRecords needs a destination path")
+        if sort_column not in schema.names:
+            raise ValueError(f"sort column {sort_column!r} is not in the schema")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        self._schema = schema
+        self._batch_size = batch_size
+        self._fn = _WriteSortedFn(path=path, schema=schema, column=sort_column)
+
+    def expand(self, rows: beam.PCollection) -> beam.PCollection:
+        return (
+            rows
+            | "BatchRecords"
+            >> beam.BatchElements(min_batch_size=1, max_batch_size=self._batch_size)
+            | "ToArrow" >> beam.Map(_batch_table, self._schema)
+            | "CollectTables" >> CollectAll()
+            | "WriteParquet" >> beam.ParDo(self._fn)
+        )
 
 
 class _WriteTablesFn(beam.DoFn):

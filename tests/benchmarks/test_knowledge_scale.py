@@ -4,21 +4,66 @@ synthetic workload's fit to SciFact's distributions."""
 import json
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
+from algorithms.canonicalize import MentionRef, canonicalize
+from algorithms.summaries import aggregate_relations
 from benchmarks import knowledge_workload as workload
 from benchmarks.knowledge_scale import STEPS, HashNameEncoder, main
+from benchmarks.knowledge_steps import read_rows
+from schemas import Entity, Statement
+from store.config import KnowledgeConfig
 
 DOCS = 200
 
 
 @pytest.fixture(scope="module")
-def result(tmp_path_factory):
+def run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("knowledge-scale")
-    out = folder / "out.json"
-    assert main(["--docs", str(DOCS), "--json", str(out), "--work", str(folder / "work")]) == 0
+    out, work = folder / "out.json", folder / "work"
+    argv = ["--docs", str(DOCS), "--json", str(out), "--work", str(work), "--segments", "2"]
+    assert main(argv) == 0
     (one,) = json.loads(out.read_text())
-    return one
+    return one, work / str(DOCS)
+
+
+@pytest.fixture(scope="module")
+def result(run):
+    return run[0]
+
+
+def test_the_keyed_steps_run_as_workers_and_make_the_whole_corpus_tables(run):
+    result, work = run
+    for name in ("canonicalize", "relations"):
+        step = result["steps"][name]
+        assert step["shards"] == 2
+        keyed = [s for s in step["stages"].values() if len(s["peak_rss_mb"]) == 2]
+        assert len(keyed) >= 3, name  # each keyed stage: one process per shard
+        assert step["worker_peak_rss_mb"] == max(
+            max(s["peak_rss_mb"]) for s in step["stages"].values()
+        )
+    extraction = work / "segment" / "extraction"
+    refs = read_rows(str(extraction / "mentions.parquet"), MentionRef)
+    definitions = pq.read_table(extraction / "acronyms.parquet", columns=["short", "long"])
+    pairs = list(zip(*(definitions[c].to_pylist() for c in ("short", "long")), strict=True))
+    config = KnowledgeConfig()
+    expected = canonicalize(
+        refs,
+        pairs,
+        embed=HashNameEncoder().embed,
+        similarity=config.merge_similarity,
+        max_block=config.max_block_size,
+    )
+    assert read_rows(str(work / "generation" / "entities.parquet"), Entity) == expected.entities
+    statements = read_rows(str(extraction / "statements.parquet"), Statement)
+    names = {e.entity_id: e.name for e in expected.entities}
+    relations = aggregate_relations(statements, expected.assignment, names)
+    written = pq.read_table(work / "generation" / "relations.parquet")
+    assert written["relation_id"].to_pylist() == sorted(r.relation_id for r in relations)
+    assert written["support"].to_pylist() == [
+        r.support for r in sorted(relations, key=lambda r: r.relation_id)
+    ]
 
 
 def test_the_json_has_every_figure(result):

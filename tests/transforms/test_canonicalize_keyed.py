@@ -26,9 +26,20 @@ def _rows(docs: int, seed: int) -> tuple[list[list[Mention]], list[list[tuple]]]
     mentions = [list(d.mentions) for d in rows]
     variants = [
         Mention(f"v{i:03d}", "cv", "dv", 0, len(text), text, "NOUN_CHUNK", text.lower())
-        for i, text in enumerate(["tumour cells", "tumor cells", "Tumour cells", "colour", "color"])
+        for i, text in enumerate(
+            [
+                "tumour cells",
+                "tumor cells",
+                "Tumour cells",
+                "colour",
+                "color",
+                "BMI",
+                "body mass index",
+            ]
+        )
     ]
-    return [*mentions, variants], [list(d.acronyms) for d in rows]
+    definitions = [("dv", "cv", "bmi", "body mass index")]  # normalized forms, as extracted
+    return [*mentions, variants], [*(list(d.acronyms) for d in rows), definitions]
 
 
 def test_keyed_transform_makes_the_entities_of_the_steps_in_one_process(model_path):
@@ -43,6 +54,7 @@ def test_keyed_transform_makes_the_entities_of_the_steps_in_one_process(model_pa
     # Spelling variants merge across blocks: "tumour cells" / "tumor cells", "colour" / "color".
     assert expected.assignment["v000"] == expected.assignment["v001"]
     assert expected.assignment["v003"] == expected.assignment["v004"]
+    assert expected.assignment["v005"] == expected.assignment["v006"]  # an acronym's expansion
     names = {e.entity_id: e.name for e in expected.entities}
     with TestPipeline() as p:
         out = {

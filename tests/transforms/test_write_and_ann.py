@@ -10,9 +10,11 @@ from usearch.index import Index
 
 from schemas import (
     DEAD_LETTER_SCHEMA,
+    MENTION_SCHEMA,
     Chunk,
     DeadLetter,
     EmbeddedChunk,
+    Mention,
     ann_key,
     chunk_id,
     register_coders,
@@ -27,11 +29,13 @@ from transforms.ann import (
     keys_and_vectors,
 )
 from transforms.write import (
+    WriteRecords,
     WriteTable,
     WriteTables,
     chunk_rows_table,
     records_table,
     vector_rows_table,
+    write_rows,
 )
 
 
@@ -98,6 +102,37 @@ def test_write_table_sorts_rows_so_bytes_do_not_depend_on_arrival_order(tmp_path
     assert table.column("ann_key").to_pylist() == [
         ann_key(c) for c in table["chunk_id"].to_pylist()
     ]
+
+
+def test_records_gathered_as_arrow_make_the_file_the_records_make(tmp_path):
+    rows = [
+        Mention(f"m{i:04d}", f"c{i % 7}", "d", i, i + 3, f"Name {i}", "ORG", f"name {i}", "e")
+        for i in range(2_000)
+    ]
+    expected = str(tmp_path / "expected.parquet")
+    write_rows(
+        expected,
+        rows,
+        to_table=lambda r: records_table(r, MENTION_SCHEMA),
+        sort_key=lambda m: m.mention_id,
+    )
+    paths = {name: str(tmp_path / f"{name}.parquet") for name in ("forward", "backward", "none")}
+    with TestPipeline() as p:
+        for name, order in (("forward", rows), ("backward", rows[::-1]), ("none", [])):
+            _ = (
+                p
+                | f"Create{name}" >> beam.Create(order)
+                | f"Write{name}"
+                >> WriteRecords(
+                    paths[name], schema=MENTION_SCHEMA, sort_column="mention_id", batch_size=300
+                )
+            )
+    assert Path(paths["forward"]).read_bytes() == Path(expected).read_bytes()
+    assert Path(paths["backward"]).read_bytes() == Path(expected).read_bytes()
+    empty = pq.read_table(paths["none"])
+    assert empty.num_rows == 0 and empty.schema.equals(MENTION_SCHEMA)
+    with pytest.raises(ValueError, match="not in the schema"):
+        WriteRecords(paths["none"], schema=MENTION_SCHEMA, sort_column="id")
 
 
 def test_vector_rows_keep_each_vector_exactly_and_missing_ones_null():
