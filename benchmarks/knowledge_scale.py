@@ -59,6 +59,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.knowledge_shards import SHUFFLE, step_canonicalize, step_relations
 from benchmarks.knowledge_steps import (
     DIMENSION,
     GENERATION,
@@ -66,10 +67,8 @@ from benchmarks.knowledge_steps import (
     HashNameEncoder,
     bytes_under,
     peak_rss_mb,
-    step_canonicalize,
     step_communities,
     step_generate,
-    step_relations,
 )
 
 __all__ = ["HashNameEncoder", "main", "reopen", "run_size", "window_update"]
@@ -175,12 +174,22 @@ def step_open(work: str) -> dict[str, Any]:
     (``open_s``), then :data:`LOOKUPS` anchors resolved and expanded two hops on it
     (``lookups_s``: the pages they touch are read then); and the same layer built from
     every row of the tables, as a reader without map files does (``open_rows_s``), with
-    the same lookups on it (``lookups_rows_s``; they must reach the same relations)."""
+    the same lookups on it (``lookups_rows_s``; they must reach the same relations).
+    ``walk_graph_s``: the graph arm's walk graph over every chunk, which the first query
+    that walks builds from the opened layer (``query.graph.walk_graph``)."""
+    import pyarrow.parquet as pq
+
+    from query.graph import walk_graph
     from query.knowledge import whole_layer
 
     layer, seconds = reopen(os.path.join(work, GENERATION))
     names = [layer.entity_names[i] for i in range(0, len(layer.entity_ids), 97)][:LOOKUPS]
     lookups, reached = _lookups(layer, names)
+    chunk_ids = pq.read_table(os.path.join(work, SEGMENT, "chunks.parquet"))["chunk_id"]
+    chunk_ids = chunk_ids.to_pylist()
+    started = time.perf_counter()
+    graph = walk_graph(layer, chunk_ids, {c: i for i, c in enumerate(chunk_ids)}, None)
+    walk_s = time.perf_counter() - started
     started = time.perf_counter()
     whole = whole_layer(os.path.join(work, GENERATION))
     rows_s = time.perf_counter() - started
@@ -195,6 +204,8 @@ def step_open(work: str) -> dict[str, Any]:
         "lookups_s": round(lookups, 4),
         "lookups_rows_s": round(lookups_rows, 4),
         "lookups": len(names),
+        "walk_graph_s": round(walk_s, 3),
+        "walk_graph_edges": int(graph.adjacency.nnz),
         "relations_reached": len(reached),
         "entities": len(layer.entity_ids),
     }
@@ -273,8 +284,6 @@ def step_window(work: str, config: Any, seed: int) -> dict[str, Any]:
 def _output_bytes(work: str) -> int:
     """Bytes of the files under ``work`` but those of the keyed steps' exchanges (the
     runner's shuffle, not the step's output)."""
-    from benchmarks.knowledge_shards import SHUFFLE
-
     return bytes_under(work) - bytes_under(os.path.join(work, SHUFFLE))
 
 

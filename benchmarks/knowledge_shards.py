@@ -27,6 +27,15 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
+from benchmarks.knowledge_steps import (
+    GENERATION,
+    SEGMENT,
+    HashNameEncoder,
+    entity_shapes,
+    read_rows,
+    write_vector_table,
+)
+
 SHUFFLE = "shuffle"
 EXCHANGES = (
     "mentions",
@@ -217,7 +226,6 @@ def _edges(work: str, shard: int, shards: int, config: Any) -> int:
     """Shard ``shard``'s edges: the spelling variants among its contexts' heads, and the
     acronyms whose expansion's block it holds."""
     from algorithms.canonical_blocks import variant_edges
-    from benchmarks.knowledge_steps import HashNameEncoder
 
     present = Exchange(work, "present", shards).grouped(shard)
     edges = [
@@ -414,8 +422,6 @@ def _relations(work: str, shard: int, shards: int) -> int:
 
 def _write_relations(work: str, generation: str) -> int:
     """The relations table and its (empty) HNSW file, on one worker."""
-    from benchmarks.knowledge_steps import write_vector_table
-
     relations = Exchange(work, "relations", 1).grouped(0).get(0, [])
     write_vector_table(
         relations,
@@ -449,3 +455,46 @@ def clear(work: str, *names: str) -> None:
     for name in names or [""]:
         with contextlib.suppress(FileNotFoundError):
             shutil.rmtree(os.path.join(folder, name))
+
+
+# ---- the benchmark's steps -------------------------------------------------------------
+
+
+def step_canonicalize(work: str, config: Any, shards: int = 1) -> dict[str, Any]:
+    """The benchmark's canonicalize step: every mention by key in ``shards`` worker
+    processes a stage (:func:`canonicalize_sharded`), then the entities' shapes."""
+    generation = os.path.join(work, GENERATION)
+    clear(work)
+    figures = _stage_totals(
+        canonicalize_sharded(work, os.path.join(work, SEGMENT), generation, config, shards)
+    )
+    figures["mentions_per_core_s"] = round(figures["mentions"] / max(figures["process_s"], 1e-9))
+    entities = read_rows(os.path.join(generation, "entities.parquet"), _EntityShape)
+    figures.update(entity_shapes(entities))
+    # What relation aggregation reads of the canonicalization (its entity_of output).
+    clear(work, *(name for name in EXCHANGES if name != "entity_of"))
+    return figures
+
+
+class _EntityShape(NamedTuple):
+    mention_count: int
+    aliases: list[str]
+
+
+def step_relations(work: str, shards: int = 1) -> dict[str, Any]:
+    """The benchmark's relations step: every statement by key in ``shards`` worker
+    processes a stage (:func:`aggregate_sharded`)."""
+    generation = os.path.join(work, GENERATION)
+    figures = aggregate_sharded(work, os.path.join(work, SEGMENT), generation, shards)
+    clear(work)
+    return _stage_totals(figures)
+
+
+def _stage_totals(figures: dict[str, Any]) -> dict[str, Any]:
+    """A sharded step's figures with its stages' wall time, busy seconds and the largest
+    peak RSS of any of its worker processes."""
+    stages = list(figures["stages"].values())
+    figures["stages_wall_s"] = round(sum(stage["wall_s"] for stage in stages), 3)
+    figures["process_s"] = round(sum(stage["process_s"] for stage in stages), 3)
+    figures["worker_peak_rss_mb"] = max(max(stage["peak_rss_mb"]) for stage in stages)
+    return figures

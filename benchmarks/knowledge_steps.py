@@ -17,7 +17,7 @@ import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -110,30 +110,7 @@ def step_generate(work: str, docs: int, seed: int) -> dict[str, Any]:
     return write_workload(generate(docs, seed=seed), work, docs)
 
 
-def step_canonicalize(work: str, config: Any, shards: int = 1) -> dict[str, Any]:
-    """Canonicalize every mention by key in ``shards`` worker processes a stage
-    (``benchmarks.knowledge_shards``); write the mentions and entities tables."""
-    from benchmarks.knowledge_shards import EXCHANGES, canonicalize_sharded, clear
-
-    generation = os.path.join(work, GENERATION)
-    clear(work)
-    figures = _stage_totals(
-        canonicalize_sharded(work, os.path.join(work, SEGMENT), generation, config, shards)
-    )
-    figures["mentions_per_core_s"] = round(figures["mentions"] / max(figures["process_s"], 1e-9))
-    entities = read_rows(os.path.join(generation, "entities.parquet"), _EntityShape)
-    figures.update(_entity_shapes(entities))
-    # What relation aggregation reads of the canonicalization (its entity_of output).
-    clear(work, *(name for name in EXCHANGES if name != "entity_of"))
-    return figures
-
-
-class _EntityShape(NamedTuple):
-    mention_count: int
-    aliases: list[str]
-
-
-def _entity_shapes(entities: Sequence[Any]) -> dict[str, float]:
+def entity_shapes(entities: Sequence[Any]) -> dict[str, float]:
     counts = np.asarray([e.mention_count for e in entities])
     aliases = np.asarray([len(e.aliases) for e in entities])
     return {
@@ -162,27 +139,6 @@ def _schema_of(rows: list[Any], path: str) -> Any:
     from schemas import COMMUNITY_SCHEMA, RELATION_SCHEMA
 
     return COMMUNITY_SCHEMA if path.endswith("communities.parquet") else RELATION_SCHEMA
-
-
-def step_relations(work: str, shards: int = 1) -> dict[str, Any]:
-    """Aggregate every statement into relations by key in ``shards`` worker processes a
-    stage (``benchmarks.knowledge_shards``); write the relations table."""
-    from benchmarks.knowledge_shards import aggregate_sharded, clear
-
-    generation = os.path.join(work, GENERATION)
-    figures = aggregate_sharded(work, os.path.join(work, SEGMENT), generation, shards)
-    clear(work)
-    return _stage_totals(figures)
-
-
-def _stage_totals(figures: dict[str, Any]) -> dict[str, Any]:
-    """A sharded step's figures with its stages' wall time, busy seconds and the largest
-    peak RSS of any of its worker processes."""
-    stages = list(figures["stages"].values())
-    figures["stages_wall_s"] = round(sum(stage["wall_s"] for stage in stages), 3)
-    figures["process_s"] = round(sum(stage["process_s"] for stage in stages), 3)
-    figures["worker_peak_rss_mb"] = max(max(stage["peak_rss_mb"]) for stage in stages)
-    return figures
 
 
 def step_communities(work: str, config: Any, seed: int) -> dict[str, Any]:
