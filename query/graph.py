@@ -31,12 +31,15 @@ from itertools import pairwise
 from typing import Any, NamedTuple
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from scipy import sparse
 
 from algorithms.normalize import normalize_surface
 from query.columns import ArrowSequence, list_items
 from query.fusion import SCORE_DECIMALS, ArmHit
 from query.knowledge_layer import KnowledgeLayer
+from store.bundles import numbers
 
 DAMPING = 0.85
 ITERATIONS = 20
@@ -320,18 +323,27 @@ def _descriptions(
     A plain noun phrase is no entity ("an independent publishing house" names nothing
     by itself), but stated of a named thing it describes that thing: a question that
     refers to the thing by the description seeds the thing."""
-    categories = _as_list(layer.categories)
+    rows = rows[_equal(layer.categories, DESCRIPTION)[rows]]
     texts = layer.object_texts
-    found: dict[str, list[int]] = {}
+    norms: dict[str, str] = {}  # a description stated of many things is normalized once
+    found: dict[str, dict[int, None]] = {}  # subjects in the order first stated, each once
     for r in rows.tolist():
-        if categories[r] != DESCRIPTION:
-            continue
-        norm = normalize_surface(texts[r])
+        text = texts[r]
+        norm = norms.get(text)
+        if norm is None:
+            norm = norms[text] = normalize_surface(text)
         if " " not in norm:
             continue  # one word ("a vocalist") says what kind of thing, not which
-        if int(subject[r]) not in found.setdefault(norm, []):
-            found[norm].append(int(subject[r]))
-    return found
+        found.setdefault(norm, {})[int(subject[r])] = None
+    return {norm: list(subjects) for norm, subjects in found.items()}
+
+
+def _equal(values: Sequence[Any], value: Any) -> np.ndarray:
+    """A boolean mask of the items of ``values`` equal to ``value`` (compared in Arrow when
+    the sequence is Arrow-backed, without converting it)."""
+    if isinstance(values, ArrowSequence):
+        return pc.fill_null(pc.equal(values.arrow, value), False).to_numpy(zero_copy_only=False)
+    return np.asarray([v == value for v in values], dtype=bool)
 
 
 def _as_list(values: Sequence[Any]) -> list[Any]:
@@ -345,7 +357,11 @@ def _chunk_rows(
     """For every chunk id in ``lists`` (one list per row): the row it is in, and its
     chunk row (-1: not a chunk of this bundle); each distinct id looked up once."""
     owners, distinct, places = list_items(lists)
-    known = np.asarray([row_of_chunk.get(c, -1) for c in distinct.to_pylist()], dtype=np.int64)
+    ids = pa.array(list(row_of_chunk), type=pa.string())
+    at = pc.index_in(distinct.cast(pa.string()), value_set=ids)  # C, not a dict probe each
+    found = numbers(pc.fill_null(at, -1)).astype(np.int64)
+    rows = np.fromiter(row_of_chunk.values(), dtype=np.int64, count=len(row_of_chunk))
+    known = np.where(found >= 0, rows[np.maximum(found, 0)], -1)
     return owners, known[places]
 
 

@@ -161,6 +161,23 @@ def test_a_description_stated_of_a_thing_seeds_the_thing():
     ]
 
 
+def test_a_description_lists_each_thing_once_in_the_order_first_stated():
+    layer = _layer()
+    layer.relations = Surface(
+        ids=["r1", "r2", "r3", "r4"],
+        texts=["a", "b", "c", "d"],
+        chunk_ids=[["c5"], ["c2"], ["c5"], ["c1"]],
+        index=None,
+    )
+    layer.subjects, layer.objects = [4, 2, 4, 0], [-1, -1, -1, -1]
+    layer.predicates = ["is_a"] * 4
+    layer.categories = ["definition", "definition", "definition", "role"]
+    layer.object_texts = ["a learned journal"] * 2 + ["A learned journal", "a learned journal"]
+    # Journal Eta (4) twice and Ada Quill (2) between: each once, first stated first; the
+    # role of Journal Zeta (0) is no description.
+    assert _graph(layer).descriptions == {"learned journal": [4, 2]}
+
+
 def _lexical(tmp_path, texts):
     build_bm25(texts, config=LexicalConfig()).save(str(tmp_path))
     return LexicalIndex.open(str(tmp_path), LexicalConfig(), rows=len(texts))
