@@ -15,7 +15,8 @@ share of the mentions (what ``transforms.canonicalize`` runs on a runner's worke
    and become one entity each (:func:`cluster_entity`); clusters whose entities got the
    same id meet by it and are told apart by their first unit (:func:`distinct_ids`).
 
-:func:`canonicalize_by_key` runs the four steps in one process (tests, benchmarks).
+:func:`canonicalize_by_key` runs the four steps in one process: what the tests hold against
+the whole-corpus algorithm.
 """
 
 from collections import Counter, defaultdict

@@ -7,10 +7,13 @@ Each stage runs the functions the Beam transforms run per key
 ``transforms/summaries.py``) in ``K`` fresh processes, shard ``s`` holding the keys whose
 stable hash is ``s``; a stage hands its keyed output to the next through one pickle file
 per (shard, next shard) under ``work/shuffle`` (a stand-in for the runner's shuffle,
-which holds no worker's memory). The steps that meet on one worker in the product meet
-on one process here too: the edges between blocks (no mention) and the table writers.
+which holds no worker's memory); the extraction tables enter it through a partition stage
+that reads one batch at a time (the shuffle's write). The steps that meet on one worker in
+the product meet on one process here too: the edges between blocks (no mention) and the
+table writers.
 
-Every process reports its peak RSS (``VmHWM``); a stage's figure is its largest.
+Every process reports its peak RSS (``VmHWM``) and its busy seconds; a step's
+``worker_peak_rss_mb`` is the largest of any of its processes.
 """
 
 from __future__ import annotations

@@ -17,8 +17,6 @@ from algorithms.summaries import literal_object, relation_of
 from schemas import Relation, Statement
 from transforms.tags import typed
 
-MentionEntity = tuple[str, tuple[str, str]]
-"""``(mention id, (entity id, entity name))``."""
 Named = tuple[Statement, str, str]
 """A statement with its subject entity's id and name."""
 
