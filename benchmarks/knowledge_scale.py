@@ -39,7 +39,9 @@ what an unrelated pair of names would.
 
 ``--json OUT`` writes one JSON object per size (a list), with ``window_update_s``,
 ``window_bytes_written``, ``reader_reopen_s``, ``reader_open_s`` (cold, from map files),
-``reader_open_rows_s`` (from every row), ``peak_rss_mb`` (the largest of any step's
+``reader_open_rows_s`` (from every row), ``first_walk_median_s`` and ``first_walk_max_s``
+(the graph arm's first walk on the opened layer, read node by node), ``whole_walk_graph_s``
+(the whole walk graph's build, for comparison), ``peak_rss_mb`` (the largest of any step's
 process) and ``steps`` (per step: ``wall_s``, ``peak_rss_mb``, ``bytes_written`` and the
 step's own figures).
 """
@@ -101,6 +103,7 @@ def window_update(
     ``work/<folder>``; returns ``(seconds, bytes written)`` (a hard link of the parent's
     base writes none)."""
     import transforms.knowledge_update as update
+    from algorithms.normalize import normalize_surface
     from store.config import AnnConfig
     from store.knowledge_maps import write_maps
     from transforms.segments import write_extraction
@@ -129,7 +132,7 @@ def window_update(
             ann=AnnConfig(),
             embed=lambda texts: np.ones((len(texts), DIMENSION), np.float32) / DIMENSION**0.5,
         )
-        write_maps(staging, parent)  # as the committer does before its manifest
+        write_maps(staging, parent, normalize_surface)  # as the committer does
     finally:
         update.NameEncoder = real  # type: ignore[misc]
     return time.perf_counter() - started, bytes_under(staging, own_only=True)
@@ -147,10 +150,11 @@ def reopen(path: str) -> tuple[Any, float]:
 def step_maps(work: str) -> dict[str, Any]:
     """The map files readers open the generation's knowledge tables from
     (``store.knowledge_maps.write_maps``, as every generation's writer runs it)."""
+    from algorithms.normalize import normalize_surface
     from store.knowledge_maps import write_maps
 
     started = time.perf_counter()
-    built = write_maps(os.path.join(work, GENERATION))
+    built = write_maps(os.path.join(work, GENERATION), normalize=normalize_surface)
     return {"maps_s": round(time.perf_counter() - started, 3), "maps": built}
 
 
@@ -175,11 +179,16 @@ def step_open(work: str) -> dict[str, Any]:
     (``lookups_s``: the pages they touch are read then); and the same layer built from
     every row of the tables, as a reader without map files does (``open_rows_s``), with
     the same lookups on it (``lookups_rows_s``; they must reach the same relations).
-    ``walk_graph_s``: the graph arm's walk graph over every chunk, which the first query
-    that walks builds from the opened layer (``query.graph.walk_graph``)."""
+    ``first_walk_s``: the graph arm's first walk on the opened layer
+    (:data:`WALKS` queries, each an entity's name, each on a walk graph made afresh, as
+    the first walking query of a generation makes it: ``query.graph.walk_graph``, then
+    ``graph_arm``), the first of them and the median, and the nodes whose edges they
+    read; ``walk_graph_s``: the whole graph over every chunk, as the first walk built it
+    before it read node by node (``query.graph.build_whole``; the walks on it must rank
+    the same chunks)."""
     import pyarrow.parquet as pq
 
-    from query.graph import walk_graph
+    from query.graph import build_whole
     from query.knowledge import whole_layer
 
     layer, seconds = reopen(os.path.join(work, GENERATION))
@@ -187,8 +196,9 @@ def step_open(work: str) -> dict[str, Any]:
     lookups, reached = _lookups(layer, names)
     chunk_ids = pq.read_table(os.path.join(work, SEGMENT, "chunks.parquet"))["chunk_id"]
     chunk_ids = chunk_ids.to_pylist()
+    walks = _first_walks(layer, chunk_ids, names[1 :: max(1, len(names) // WALKS)][:WALKS])
     started = time.perf_counter()
-    graph = walk_graph(layer, chunk_ids, {c: i for i, c in enumerate(chunk_ids)}, None)
+    graph = build_whole(layer, chunk_ids, {c: i for i, c in enumerate(chunk_ids)}, None)
     walk_s = time.perf_counter() - started
     started = time.perf_counter()
     whole = whole_layer(os.path.join(work, GENERATION))
@@ -206,8 +216,57 @@ def step_open(work: str) -> dict[str, Any]:
         "lookups": len(names),
         "walk_graph_s": round(walk_s, 3),
         "walk_graph_edges": int(graph.adjacency.nnz),
+        **_walk_figures(walks, graph),
         "relations_reached": len(reached),
         "entities": len(layer.entity_ids),
+    }
+
+
+WALKS = 20
+"""First walks timed in the open step."""
+
+
+def _first_walks(layer: Any, chunk_ids: list[str], names: list[str]) -> list[dict[str, Any]]:
+    """Each name walked from a walk graph made afresh: seconds, nodes read, chunks ranked."""
+    from query.graph import graph_arm, walk_graph
+
+    rows = {c: i for i, c in enumerate(chunk_ids)}
+    walks = []
+    for name in names:
+        layer.walk_graphs.clear()
+        started = time.perf_counter()
+        graph = walk_graph(layer, chunk_ids, rows, None)
+        walk = graph_arm(layer, graph, name, [], 10)
+        seconds = time.perf_counter() - started
+        walks.append(
+            {
+                "name": name,
+                "s": seconds,
+                "nodes_read": getattr(graph, "nodes_read", graph.size),
+                "seeds": len(walk.seeds),
+                "hits": [chunk_ids[h.row] for h in walk.hits],
+            }
+        )
+    return walks
+
+
+def _walk_figures(walks: list[dict[str, Any]], whole: Any) -> dict[str, Any]:
+    """The first walks' figures; raises when the whole graph ranks other chunks."""
+    from query.graph import graph_arm
+
+    for walk in walks:
+        theirs = graph_arm(whole.layer, whole, walk["name"], [], 10)
+        if [whole.chunk_ids[h.row] for h in theirs.hits] != walk["hits"]:
+            raise RuntimeError(f"the whole graph ranks other chunks for {walk['name']!r}")
+    seconds = [w["s"] for w in walks]
+    return {
+        "first_walk_s": round(seconds[0], 4) if seconds else None,
+        "first_walk_median_s": round(float(np.median(seconds)), 4) if seconds else None,
+        "first_walk_max_s": round(max(seconds), 4) if seconds else None,
+        "first_walk_nodes_read_median": int(np.median([w["nodes_read"] for w in walks])),
+        "first_walk_nodes_read_max": max(w["nodes_read"] for w in walks),
+        "first_walks": len(walks),
+        "first_walks_seeded": sum(1 for w in walks if w["seeds"]),
     }
 
 
@@ -342,6 +401,9 @@ def run_size(
         "reader_open_s": steps["open"]["open_s"],
         "reader_open_rows_s": steps["open"]["open_rows_s"],
         "reader_lookups_s": steps["open"]["lookups_s"],
+        "first_walk_median_s": steps["open"]["first_walk_median_s"],
+        "first_walk_max_s": steps["open"]["first_walk_max_s"],
+        "whole_walk_graph_s": steps["open"]["walk_graph_s"],
         "peak_rss_mb": max(s["peak_rss_mb"] for s in steps.values()),
         "workload": steps["generate"].get("workload", {}),
         "steps": steps,
@@ -366,6 +428,11 @@ def _table(results: Sequence[dict[str, Any]]) -> str:
             f"({result['reader_open_rows_s']} s from every row), "
             f"{result['steps']['open']['lookups']} lookups {result['reader_lookups_s']} s "
             f"({result['steps']['open']['lookups_rows_s']} s on the layer from every row)"
+        )
+        lines.append(
+            f"{result['docs']:>9,} first walks: median {result['first_walk_median_s']} s, "
+            f"slowest {result['first_walk_max_s']} s (the whole walk graph: "
+            f"{result['whole_walk_graph_s']} s to build)"
         )
     return "\n".join(lines)
 

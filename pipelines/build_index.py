@@ -33,6 +33,7 @@ from apache_beam.options.pipeline_options import (
     _BeamArgumentParser,
 )
 
+from algorithms.normalize import normalize_surface
 from pipelines.encoder_artifact import reuse_encoder, write_encoder
 from pipelines.knowledge import KNOWLEDGE_COUNTER, IncrementalParent, assemble_knowledge
 from pipelines.options import add_build_arguments
@@ -694,7 +695,7 @@ def write_generation(
     )
     logger.info("%s", embedding_summary(chunks, delta))
     if config.knowledge.enabled and local == staging:  # readers map files on a local disk
-        knowledge_maps.write_maps(local, parent.path if parent else None)
+        knowledge_maps.write_maps(local, parent.path if parent else None, normalize_surface)
     manifest = manifests.write_manifest(
         local,
         bundle_id=bundle_id,

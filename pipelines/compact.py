@@ -22,6 +22,7 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
+from algorithms.normalize import normalize_surface
 from pipelines.build_index import (
     BuildFailedError,
     BuildResult,
@@ -294,7 +295,7 @@ def run(
             if deleting:  # the input's explicit deletes still hold (see build_index)
                 delta["deleting_files"] = deleting
             if config.knowledge.enabled and not storage.is_remote(staging):
-                knowledge_maps.write_maps(staging, path)  # readers map files on a local disk
+                knowledge_maps.write_maps(staging, path, normalize_surface)  # local disk only
             with local_staging(staging) as local:
                 written = manifests.write_manifest(
                     local,

@@ -202,7 +202,6 @@ def _slots(
         if s.kind == "entity" and any(a in s.surface.lower() for a in anchors)
     ]
     return entity_slots(
-        bundle.knowledge,
         walk.graph,
         [*decision.anchors, *linked],
         lambda rows: vectors[rows] @ vector,

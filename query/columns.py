@@ -32,6 +32,10 @@ class Converted(Sequence[Any]):
     def tolist(self) -> list[Any]:
         """Every item."""
 
+    def items_at(self, rows: Sequence[int]) -> list[Any]:
+        """The items of ``rows`` (each in range, not negative), in their order."""
+        return [self.item(r) for r in rows]
+
     @overload
     def __getitem__(self, index: int) -> Any: ...
 
@@ -79,6 +83,51 @@ class ArrowSequence(Converted):
         if self._items is None:
             self._items = self._array.to_pylist()
         return self._items
+
+    def items_at(self, rows: Sequence[int]) -> list[Any]:
+        """The items of ``rows``, converted in one pass."""
+        if self._items is not None:
+            return [self._items[r] for r in rows]
+        return self._array.take(pa.array(rows, pa.int64())).to_pylist()  # type: ignore[no-any-return]
+
+
+def items_at(values: Sequence[Any], rows: Sequence[int]) -> list[Any]:
+    """The items of ``rows`` of any sequence, in one pass where it offers one."""
+    take = getattr(values, "items_at", None)
+    return take(rows) if take is not None else [values[r] for r in rows]  # type: ignore[no-any-return]
+
+
+def first_items(lists: Sequence[Any], rows: Sequence[int]) -> list[Any]:
+    """The first item of each of the lists ``rows`` (``None``: an empty list), read in
+    one pass where the lists are an Arrow column (or the base of one overlaid)."""
+    if isinstance(lists, ArrowSequence) and lists._items is None:
+        heads = pc.list_slice(lists.arrow.take(pa.array(rows, pa.int64())), 0, 1)
+        found: list[Any] = [None] * len(rows)
+        owners: Any = numbers(pc.list_parent_indices(heads)) if len(rows) else []
+        for owner, item in zip(owners, pc.list_flatten(heads).to_pylist(), strict=True):
+            found[int(owner)] = item
+        return found
+    firsts = getattr(lists, "firsts", None)
+    if firsts is not None:
+        return firsts(rows)  # type: ignore[no-any-return]
+    return [next(iter(items), None) for items in items_at(lists, rows)]
+
+
+def get_many(mapping: Mapping[Any, list[int]], keys: Sequence[Any]) -> list[list[int]]:
+    """Each key's rows (``[]``: not a key), in one pass where the mapping offers one."""
+    many = getattr(mapping, "get_many", None)
+    return many(keys) if many is not None else [mapping.get(k, []) for k in keys]  # type: ignore[no-any-return]
+
+
+def lists_at(lists: Sequence[Any], rows: Sequence[int]) -> pa.Array:
+    """The string lists of ``rows`` as one Arrow list array, taken in one pass where the
+    lists are an Arrow column (or the base of one overlaid)."""
+    take = getattr(lists, "lists_at", None)
+    if take is not None:
+        return take(rows)
+    if isinstance(lists, ArrowSequence) and lists._items is None:
+        return lists.arrow.take(pa.array(rows, pa.int64()))
+    return pa.array([list(items) for items in items_at(lists, rows)], pa.list_(pa.string()))
 
 
 def list_items(values: Any) -> tuple[np.ndarray, Any, np.ndarray]:

@@ -18,8 +18,10 @@ states it is visible, so the ranking of a visible chunk never depends on an invi
 Work per query is bounded by the seeds, not by the corpus: at most ``MAX_SEEDS`` entity
 seeds; the walk runs on their neighbourhood (at most ``MAX_HOPS`` edges out and
 ``MAX_NODES`` nodes, hubs not expanded), ``ITERATIONS`` sparse products over its edges; and
-it is deterministic (ties by chunk id). Graphs are built on first
-use and kept with the knowledge layer.
+it is deterministic (ties by chunk id). A layer that answers the lookups of
+:mod:`query.local_graph` (every bundle whose knowledge tables have map files) gives a graph
+whose nodes' edges are read when a walk reaches them; any other, the whole graph, built on
+first use. Either is kept with the knowledge layer, per set of visible chunks.
 """
 
 import hashlib
@@ -28,7 +30,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -40,6 +42,10 @@ from query.columns import ArrowSequence, list_items
 from query.fusion import SCORE_DECIMALS, ArmHit
 from query.knowledge_layer import KnowledgeLayer
 from store.bundles import numbers
+from store.knowledge_maps import DESCRIPTION
+
+if TYPE_CHECKING:
+    from query.local_graph import LocalGraph
 
 DAMPING = 0.85
 ITERATIONS = 20
@@ -84,7 +90,7 @@ class Walk(NamedTuple):
 
     seeds: tuple[Seed, ...]
     hits: tuple[ArmHit, ...]
-    graph: "WalkGraph | None"
+    graph: "WalkGraph | LocalGraph | None"
     mass: np.ndarray | None = None
 
     def paths(self, rows: Iterable[int]) -> dict[int, tuple[str, tuple[Step, ...]]]:
@@ -107,11 +113,34 @@ class WalkGraph:
     chunk_ids: Sequence[str]
     entity_names: Sequence[str]
     predicate_of: dict[tuple[int, int], str]
+    layer: KnowledgeLayer
+    """The layer whose rows number the entity nodes."""
     pages: dict[str, list[int]] = field(default_factory=dict)
     """Normalized document title (less a trailing parenthesis) -> its visible chunk rows."""
     descriptions: dict[str, list[int]] = field(default_factory=dict)
     """Normalized literal description -> the entities it is stated of (see
     :func:`_descriptions`)."""
+
+    @property
+    def size(self) -> int:
+        """Nodes: entities, then chunks."""
+        return int(self.matrix.shape[0])
+
+    def chunk_count(self, entity: int) -> int:
+        """Visible chunks the entity occurs in."""
+        return int(self.chunk_counts[entity])
+
+    def described(self, norm: str) -> list[int]:
+        """The entities a visible statement describes as ``norm``, first stated first."""
+        return self.descriptions.get(norm, [])
+
+    def neighbours(self, node: int) -> np.ndarray:
+        """The nodes ``node`` has an edge with, ascending."""
+        return self.adjacency[node].indices
+
+    def in_node_order(self, nodes: Iterable[int]) -> list[int]:
+        """Nodes ascending (this graph's order)."""
+        return sorted(set(nodes))
 
     def neighbourhood(self, seeds: np.ndarray) -> np.ndarray:
         """Sorted nodes within ``MAX_HOPS`` edges of ``seeds``, hop by hop while the next
@@ -211,24 +240,42 @@ def walk_graph(
     row_of_chunk: dict[str, int],
     visible_rows: np.ndarray | None,
     titles: Callable[[], Sequence[str]] | None = None,
-) -> WalkGraph:
-    """The graph over the chunks in ``visible_rows`` (``None``: every chunk), built once
-    per visible set and kept on the layer. ``titles`` gives each chunk row's document
-    title (:func:`chunk_titles`), called only when the graph is built: with it, an
-    entity also leads to the document titled with its name."""
-    layer = layer.folded()
+) -> "WalkGraph | LocalGraph":
+    """The graph over the chunks in ``visible_rows`` (``None``: every chunk), kept on the
+    layer per visible set: read node by node from the layer's lookups when it has them
+    (:class:`query.local_graph.LocalGraph`: nothing is built here), else built whole over
+    the layer's rows (an overlaid layer's fold). ``titles`` gives each chunk row's
+    document title (:func:`chunk_titles`), called when the graph first needs it: with it,
+    an entity also leads to the document titled with its name."""
+    from query.local_graph import LocalGraph, has_lookups  # it builds on this module
+
+    local = has_lookups(layer)
+    if not local:
+        layer = layer.folded()
     key = None if visible_rows is None else hashlib.sha256(visible_rows.tobytes()).hexdigest()
     with _LOCK:
         cached = layer.walk_graphs.get(key)
     if cached is not None:
-        return cached
-    graph = _build(layer, chunk_ids, row_of_chunk, visible_rows, titles)
+        return cached  # type: ignore[no-any-return]
+    graph: WalkGraph | LocalGraph
+    if local:
+        graph = LocalGraph(layer, chunk_ids, row_of_chunk, visible_rows, titles)
+    else:
+        graph = build_whole(layer, chunk_ids, row_of_chunk, visible_rows, titles)
     with _LOCK:
-        layer.walk_graphs[key] = graph
+        graph = layer.walk_graphs.setdefault(key, graph)
     return graph
 
 
-def _build(
+def entity_degree(out: int | np.ndarray, pages: int | np.ndarray) -> Any:
+    """The weight an entity sends out: one per edge (``out``: its chunks and related
+    entities), plus as much again (at least one) over the chunks of its ``pages`` when it
+    has any; 1.0 for an entity with no edge."""
+    degree = out + np.where(np.asarray(pages) > 0, np.maximum(out, 1), 0)
+    return np.where(degree == 0, 1.0, degree).astype(np.float64)
+
+
+def build_whole(
     layer: KnowledgeLayer,
     chunk_ids: Sequence[str],
     row_of_chunk: dict[str, int],
@@ -282,21 +329,23 @@ def _build(
     adjacency.data[:] = 1.0  # an entity named twice in a chunk is one edge
     adjacency.sort_indices()
     weights = adjacency
-    about_e, about_c, titled = _about_edges(layer, titles, visible)
+    out = np.asarray(adjacency.sum(axis=0)).ravel()  # edges: whole numbers, exact
+    about_e, about_c, titled = about_edges(layer, titles, visible)
+    pages = np.bincount(about_e, minlength=n_entities)
     if len(about_e):
         # An entity sends as much mass to the chunks of the document titled with its name
         # as to every other neighbour together.
-        out = np.asarray(adjacency.sum(axis=0)).ravel()
-        pages = np.bincount(about_e, minlength=n_entities).astype(np.float64)
         w = np.maximum(out[about_e], 1.0) / pages[about_e]
         about = sparse.csr_matrix((w, (about_c + n_entities, about_e)), shape=(n, n))
         weights = adjacency + about
         adjacency = adjacency.maximum((about + about.T).astype(bool).astype(np.float64))
         adjacency.sort_indices()
-    degree = np.asarray(weights.sum(axis=0)).ravel()
-    degree[degree == 0] = 1.0
+    # Each column's sum, computed as query.local_graph computes one node's, to the bit.
+    degree = np.where(out == 0, 1.0, out)
+    degree[:n_entities] = entity_degree(out[:n_entities], pages)
     # float32: the walk is a ranking, and half the bytes per edge is most of its time.
     matrix = sparse.csr_matrix(weights.multiply(1.0 / degree), dtype=np.float32)
+    matrix.sort_indices()
     return WalkGraph(
         matrix=matrix,
         adjacency=adjacency,
@@ -305,13 +354,10 @@ def _build(
         chunk_ids=chunk_ids,
         entity_names=layer.entity_names,
         predicate_of=predicate_of,
+        layer=layer,
         pages=titled,
         descriptions=_descriptions(layer, np.flatnonzero(described), subject),
     )
-
-
-DESCRIPTION = "definition"
-"""The relation category of "X is a Y" and of an appositive ("X, a Y")."""
 
 
 def _descriptions(
@@ -373,7 +419,7 @@ def chunk_titles(bundle: Any) -> list[str]:
 _DISAMBIGUATION = re.compile(r"\s*\([^)]*\)\s*$")
 
 
-def _about_edges(
+def about_edges(
     layer: KnowledgeLayer, titles: Callable[[], Sequence[str]] | None, visible: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, dict[str, list[int]]]:
     """``(entity, chunk row)`` pairs joining an entity to the visible chunks of the
@@ -423,7 +469,7 @@ def text_spread(lexical: Any, visible_rows: np.ndarray | None) -> Spread:
 
 
 def entity_seeds(
-    layer: KnowledgeLayer, graph: WalkGraph, query: str, spread: Spread | None = None
+    layer: KnowledgeLayer, graph: "WalkGraph | LocalGraph", query: str, spread: Spread | None = None
 ) -> list[Seed]:
     """Entities the query's word n-grams name, weighted by specificity, at most
     ``MAX_SEEDS`` of the most specific.
@@ -435,8 +481,11 @@ def entity_seeds(
     An entity's specificity is 1 / the chunks it occurs in or, with ``spread``, 1 / the
     chunks whose text holds the n-gram's words, whichever is more: a word like "opera"
     that was extracted as an entity once but stands in many chunks says little. Past
-    ``MAX_SEED_CHUNKS`` chunks, or with no indexed word, it is no seed."""
-    layer = layer.folded()  # the walk graph's rows
+    ``MAX_SEED_CHUNKS`` chunks, or with no indexed word, it is no seed.
+
+    ``layer`` is the layer asked; the graph's own (``layer`` or its fold) numbers the
+    seeds."""
+    layer = graph.layer
     words = _WORD.findall(query)
     claimed = [False] * len(words)
     found: dict[int, Seed] = {}
@@ -446,8 +495,8 @@ def entity_seeds(
                 continue
             surface = " ".join(words[i : i + size])
             norm = normalize_surface(surface)
-            named = [e for e in layer.aliases.get(norm, []) if graph.chunk_counts[e] > 0]
-            named = named or graph.descriptions.get(norm, [])
+            named = [e for e in layer.aliases.get(norm, []) if graph.chunk_count(e) > 0]
+            named = named or graph.described(norm)
             if not named:
                 continue
             claimed[i : i + size] = [True] * size
@@ -455,14 +504,16 @@ def entity_seeds(
             if holding is None:
                 continue
             for e in named:
-                count = max(int(graph.chunk_counts[e]), holding)
+                count = max(graph.chunk_count(e), holding)
                 if count <= MAX_SEED_CHUNKS and e not in found:
                     found[e] = Seed("entity", e, layer.entity_names[e], surface, 1.0 / count)
     ranked = sorted(found.values(), key=lambda s: (-s.weight, layer.entity_ids[s.node]))
     return ranked[:MAX_SEEDS]
 
 
-def chunk_seeds(graph: WalkGraph, dense: Sequence[ArmHit], entity_mass: float) -> list[Seed]:
+def chunk_seeds(
+    graph: "WalkGraph | LocalGraph", dense: Sequence[ArmHit], entity_mass: float
+) -> list[Seed]:
     """The top ``DENSE_SEEDS`` dense chunks, weighted 1/rank, together holding
     ``CHUNK_SHARE`` of the seeds' mass (all of it when no entity is a seed)."""
     top = sorted(dense, key=lambda h: h.rank)[:DENSE_SEEDS]
@@ -484,7 +535,7 @@ def chunk_seeds(graph: WalkGraph, dense: Sequence[ArmHit], entity_mass: float) -
 
 def graph_arm(
     layer: KnowledgeLayer,
-    graph: WalkGraph,
+    graph: "WalkGraph | LocalGraph",
     query: str,
     dense: Sequence[ArmHit],
     depth: int,
@@ -496,15 +547,16 @@ def graph_arm(
     (:func:`text_spread`) lets a seed's specificity count the chunks whose text holds
     the words that linked it.
     """
-    layer = layer.folded()
     seeds = entity_seeds(layer, graph, query, spread)
     seeds += chunk_seeds(graph, dense, sum(s.weight for s in seeds))
     if not seeds:
         return Walk((), (), graph)
-    start = np.zeros(graph.matrix.shape[0], dtype=np.float32)
+    start = np.zeros(graph.size, dtype=np.float32)
     for seed in seeds:
         start[seed.node] += seed.weight
-    start /= start.sum()
+    # Summed in the graph's node order, so that any numbering of the same graph (a
+    # window's overlaid layer, a whole one) starts from the same numbers.
+    start /= np.float32(np.sum(start[graph.in_node_order(seed.node for seed in seeds)]))
     full = graph.walk(start)
     mass = full[graph.n_entities :]
     reached = np.flatnonzero(mass > 0)

@@ -11,7 +11,7 @@ from an unresolved anchor.
 import os
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,6 +78,15 @@ class KnowledgeLayer:
     change resolves against the entities it holds then)."""
     relations_of: Mapping[str, list[int]] | None = None
     """entity id -> the relation rows it is an end of (a base layer: see above)."""
+    chunk_entities: Mapping[str, list[int]] | None = None
+    """chunk id -> the live entity rows whose chunk list holds it, in id order (``None``:
+    the layer has no such lookup; the graph arm then builds its walk graph whole)."""
+    descriptions: Mapping[str, list[int]] | None = None
+    """normalized description (more than one word) -> the relation rows of category
+    ``definition`` whose object text normalizes to it, in id order (``None``: as above)."""
+    dead_entities: Collection[int] = ()
+    """Entity rows no longer live (an overlaid layer's base rows its change rewrote or
+    removed)."""
     walk_graphs: dict[str | None, Any] = field(default_factory=dict, repr=False)
     """The graph arm's graphs by visible-row set (see :mod:`query.graph`), built on use."""
     fold: Callable[[], "KnowledgeLayer"] | None = field(default=None, repr=False, compare=False)
@@ -87,8 +96,8 @@ class KnowledgeLayer:
 
     def folded(self) -> "KnowledgeLayer":
         """This layer with every row in id order and no dead rows: itself when whole; an
-        overlaid layer's whole twin, built on first use and kept (the walk graph needs
-        every row at once)."""
+        overlaid layer's whole twin, built on first use and kept (a whole walk graph
+        needs every row at once)."""
         if self.fold is None:
             return self
         with _FOLD_LOCK:

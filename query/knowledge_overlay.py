@@ -9,9 +9,10 @@ changed since the base, not the corpus.
 
 Rows of an overlaid layer are numbered base rows first, then delta rows, so they are not
 in id order as a whole layer's are; every lookup that gives rows from both parts orders
-them by id, so callers see what a whole layer gives them. Whatever needs every row at
-once (the graph arm's walk graph) asks :meth:`query.knowledge_layer.KnowledgeLayer.folded` for
-the whole layer, built on that first use.
+them by id, so callers see what a whole layer gives them (the graph arm's walk reads its
+nodes' edges through them: :mod:`query.local_graph`). Whatever needs every row at once
+asks :meth:`query.knowledge_layer.KnowledgeLayer.folded` for the whole layer, built on
+that first use.
 """
 
 import os
@@ -23,7 +24,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from query.columns import ArrowSequence, Converted
+from algorithms.normalize import normalize_surface
+from query.columns import (
+    ArrowSequence,
+    Converted,
+    first_items,
+    get_many,
+    items_at,
+    lists_at,
+)
 from query.knowledge_layer import (
     SURFACE_COLUMNS,
     KnowledgeLayer,
@@ -49,7 +58,7 @@ from store.knowledge_layers import (
     read_file,
     table_schema,
 )
-from store.knowledge_maps import FUNCTIONAL_CATEGORIES
+from store.knowledge_maps import DESCRIPTION, FUNCTIONAL_CATEGORIES
 from store.sorted_columns import finder
 
 
@@ -70,6 +79,33 @@ class Joined(Converted):
     def tolist(self) -> list[Any]:
         """Every item as a Python object."""
         return [*_items(self._base), *_items(self._delta)]
+
+    def firsts(self, rows: Sequence[int]) -> list[Any]:
+        """The first item of each of the lists ``rows`` (see :func:`first_items`)."""
+        split = self._split
+        found = iter(first_items(self._base, [r for r in rows if r < split]))
+        fresh = iter(first_items(self._delta, [r - split for r in rows if r >= split]))
+        return [next(found) if r < split else next(fresh) for r in rows]
+
+    def lists_at(self, rows: Sequence[int]) -> pa.Array:
+        """The lists of ``rows`` as one Arrow array (see :func:`query.columns.lists_at`)."""
+        split = self._split
+        base = [r for r in rows if r < split]
+        delta = [r - split for r in rows if r >= split]
+        joined = pa.concat_arrays([lists_at(self._base, base), lists_at(self._delta, delta)])
+        order = np.argsort(np.asarray([r >= split for r in rows], dtype=np.int8), kind="stable")
+        place = np.empty(len(rows), dtype=np.int64)
+        place[order] = np.arange(len(rows))
+        return joined.take(pa.array(place, pa.int64()))
+
+    def items_at(self, rows: Sequence[int]) -> list[Any]:
+        """The items of ``rows``: the base's read in one pass where it can be."""
+        split = self._split
+        base = [r for r in rows if r < split]
+        delta = [r - split for r in rows if r >= split]
+        found = iter(items_at(self._base, base))
+        fresh = iter(items_at(self._delta, delta))
+        return [next(found) if r < split else next(fresh) for r in rows]
 
     @property
     def arrow(self) -> Any:
@@ -122,6 +158,19 @@ class Overlaid(Mapping[Any, list[int]]):
         if not rows:
             raise KeyError(key)
         return rows
+
+    def get_many(self, keys: Sequence[Any]) -> list[list[int]]:
+        """Each key's rows (``[]``: not a key), the base's looked up in one pass."""
+        found = [self._base_key(k) for k in keys] if self._base_key is not None else list(keys)
+        asked = [i for i, k in enumerate(found) if k is not None]
+        old: list[list[int]] = [[] for _ in keys]
+        for i, rows in zip(asked, get_many(self._base, [found[i] for i in asked]), strict=True):
+            old[i] = [r for r in rows if r not in self._dead]
+        result = []
+        for key, rows in zip(keys, old, strict=True):
+            new = [self._offset + r for r in self._delta.get(key, [])]
+            result.append(sorted([*rows, *new], key=self._order) if rows and new else rows or new)
+        return result
 
     def __iter__(self) -> Iterator[Any]:
         if self._keys is not None:
@@ -224,15 +273,16 @@ class Change:
 
 def entity_rows(change: Change, base_ids: Any, ids: Sequence[str | None]) -> list[int]:
     """Each id's row in the overlaid entities (-1: null, or no live entity has it)."""
-    find, _ = _live_entity_rows(change, base_ids)
+    find, _, _ = _live_entity_rows(change, base_ids)
     return [-1 if value is None else find(value) for value in ids]
 
 
 def _live_entity_rows(
     change: Change, base_ids: Any
-) -> tuple[Callable[[str], int], Callable[[Any], np.ndarray]]:
+) -> tuple[Callable[[str], int], Callable[[Any], np.ndarray], Callable[[list[str]], np.ndarray]]:
     """Finders of entity ids among the live entities (the delta's rows first, then the
-    base's live rows; -1: none): one id, or an Arrow column of them at once."""
+    base's live rows; -1: none): one id, an Arrow column of them at once, or a few
+    (the base searched in one pass where its ids can be)."""
     find_base = finder(base_ids)
     delta_ids = pa.array(change.ids, pa.string())
     dead = np.fromiter(change.dead, dtype=np.int64, count=len(change.dead))
@@ -253,7 +303,20 @@ def _live_entity_rows(
         rows[fresh_rows >= 0] = change.offset + fresh_rows[fresh_rows >= 0]
         return rows
 
-    return find, find_all
+    base_many = getattr(base_ids, "find_many", None)
+
+    def find_many(values: list[str]) -> np.ndarray:
+        if base_many is None:
+            return np.asarray([find(v) for v in values], dtype=np.int64)
+        rows = base_many(values).copy()
+        rows[np.isin(rows, dead)] = -1
+        for i, value in enumerate(values):
+            fresh = change.row_of.get(value)
+            if fresh is not None:
+                rows[i] = fresh
+        return rows  # type: ignore[no-any-return]
+
+    return find, find_all, find_many
 
 
 def delta_adjacency(subjects: Sequence[int], objects: Sequence[int]) -> dict[int, list[int]]:
@@ -345,10 +408,11 @@ def overlaid(
     com = _change(path, COMMUNITIES, com_columns, base.communities.ids)
 
     entity_ids = Joined(base.entity_ids, ent.column("entity_id"))
+    delta_chunks = _whole_lists(ent, "chunk_ids", base.entity_chunks)
     new_aliases: Mapping[str, list[int]] = {}
     if ent.rows is not None and ent.rows.num_rows:
         new_aliases = stored_alias_index(ent.rows.column("alias_norms"))
-    find, find_all = _live_entity_rows(ent, base_entities)
+    find, find_all, find_many = _live_entity_rows(ent, base_entities)
     subjects = [-1 if v is None else find(v) for v in rel.values("subject_id")]
     if -1 in subjects:
         missing = rel.values("subject_id")[subjects.index(-1)]
@@ -370,13 +434,11 @@ def overlaid(
     return KnowledgeLayer(
         entity_ids=entity_ids,
         entity_names=Joined(base.entity_names, ent.column("name")),
-        entity_chunks=Joined(
-            base.entity_chunks, _whole_lists(ent, "chunk_ids", base.entity_chunks)
-        ),
+        entity_chunks=Joined(base.entity_chunks, delta_chunks),
         aliases=Overlaid(base.aliases, new_aliases, ent.offset, ent.dead, entity_ids.__getitem__),
         relations=relations,
-        subjects=Joined(EntityRows(_arrow(base.subject_ids), find, find_all), subjects),
-        objects=Joined(EntityRows(_arrow(base.object_ids), find, find_all), objects),
+        subjects=Joined(EntityRows(_arrow(base.subject_ids), find, find_all, find_many), subjects),
+        objects=Joined(EntityRows(_arrow(base.object_ids), find, find_all, find_many), objects),
         predicates=Joined(base.predicates, rel.column("predicate")),
         object_texts=Joined(base.object_texts, rel.column("object_text")),
         categories=Joined(base.categories, rel.column("category")),
@@ -399,5 +461,36 @@ def overlaid(
             rel.dead,
             relation_ids.__getitem__,
         ),
+        chunk_entities=None
+        if base.chunk_entities is None
+        else Overlaid(
+            base.chunk_entities,
+            grouped_lists(range(len(delta_chunks)), list(delta_chunks)),
+            ent.offset,
+            ent.dead,
+            entity_ids.__getitem__,
+        ),
+        descriptions=None
+        if base.descriptions is None
+        else Overlaid(
+            base.descriptions,
+            _descriptions(categories, rel.values("object_text")),
+            rel.offset,
+            rel.dead,
+            relation_ids.__getitem__,
+        ),
+        dead_entities=frozenset(ent.dead),
         fold=fold,
     )
+
+
+def _descriptions(categories: Sequence[str], texts: Sequence[str | None]) -> dict[str, list[int]]:
+    """normalized description -> the delta's relation rows (its own numbering) that state
+    it, as :func:`store.knowledge_maps.write_maps` indexes the base's."""
+    found: dict[str, list[int]] = defaultdict(list)
+    for r, (category, text) in enumerate(zip(categories, texts, strict=True)):
+        if category == DESCRIPTION and text:
+            norm = normalize_surface(text)
+            if " " in norm:
+                found[norm].append(r)
+    return dict(found)

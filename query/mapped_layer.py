@@ -2,11 +2,12 @@
 
 Opening maps each table's file and wraps its columns and lookups: nothing is built over
 the rows, so a cold open costs the same at 10k documents as at 300k, and a lookup reads
-the pages it touches (a bisection over sorted keys: a few dozen values). What needs every
-row at once (the graph arm's walk graph) converts the columns it reads when it is built.
+the pages it touches (a bisection over sorted keys: a few dozen values; many keys of one
+width at once, a vectorized search of their prefixes). The graph arm's walk reads the
+edges of the nodes it reaches through the same lookups (:mod:`query.local_graph`).
 """
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,7 @@ class SortedColumn(ArrowSequence):
     def __init__(self, keys: Fenced) -> None:
         super().__init__(keys.values)
         self.find = keys.find
+        self.find_many = keys.find_many
 
 
 class SortedIndex(Mapping[Any, list[int]]):
@@ -48,6 +50,14 @@ class SortedIndex(Mapping[Any, list[int]]):
 
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and self._keys.find(key) >= 0
+
+    def get_many(self, keys: Sequence[str]) -> list[list[int]]:
+        """Each key's rows (``[]``: not a key), the keys searched in one pass."""
+        offsets, values = self._offsets, self._values
+        return [
+            values[offsets[at] : offsets[at + 1]].tolist() if at >= 0 else []
+            for at in self._keys.find_many(keys).tolist()
+        ]
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self._labels.to_pylist())
@@ -92,6 +102,9 @@ class Numbers(Converted):
     def tolist(self) -> list[Any]:
         return self._values.tolist()  # type: ignore[no-any-return]
 
+    def items_at(self, rows: Sequence[int]) -> list[Any]:
+        return self._values[np.asarray(rows, dtype=np.int64)].tolist()  # type: ignore[no-any-return]
+
 
 def _ints(values: pa.Array) -> np.ndarray:
     return numbers(values) if len(values) else np.empty(0, np.int64)
@@ -106,8 +119,10 @@ class EntityRows(Converted):
         ids: pa.Array,
         find: Callable[[str], int],
         find_all: Callable[[pa.Array], np.ndarray],
+        find_many: Callable[[list[str]], np.ndarray] | None = None,
     ) -> None:
         self._ids, self._find, self._find_all = ids, find, find_all
+        self._find_many = find_many
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -118,6 +133,21 @@ class EntityRows(Converted):
 
     def tolist(self) -> list[int]:
         return self._find_all(self._ids).tolist()
+
+    def items_at(self, rows: Sequence[int]) -> list[int]:
+        """The entity rows of relations ``rows``, their ids found in one pass when the
+        entities' ids can be (``find_many``)."""
+        ids = self._ids.take(pa.array(rows, pa.int64())).to_pylist()
+        named = [i for i, value in enumerate(ids) if value is not None]
+        found = [-1] * len(ids)
+        wanted = [ids[i] for i in named]
+        if self._find_many is not None:
+            rows_found = self._find_many(wanted).tolist()
+        else:
+            rows_found = [self._find(value) for value in wanted]
+        for i, row in zip(named, rows_found, strict=True):
+            found[i] = row
+        return found
 
 
 def rows_in(ids: SortedColumn) -> tuple[Callable[[str], int], Callable[[pa.Array], np.ndarray]]:
@@ -144,6 +174,14 @@ class ByEntity(Mapping[int, list[int]]):
             raise KeyError(row)
         return self._ends[self._entity_ids[int(row)]]
 
+    def get_many(self, rows: Sequence[int]) -> list[list[int]]:
+        """Each entity row's relation rows (``[]``: none), looked up in one pass."""
+        get_many = getattr(self._ends, "get_many", None)
+        ids = self._entity_ids.items_at(rows)
+        if get_many is None:
+            return [self._ends.get(i, []) for i in ids]
+        return get_many(ids)  # type: ignore[no-any-return]
+
     def __iter__(self) -> Iterator[int]:
         found = (self._find(key) for key in self._ends)
         return iter(sorted(row for row in found if row >= 0))
@@ -168,6 +206,7 @@ def mapped_layer(path: str, *, with_indexes: bool = True) -> KnowledgeLayer | No
     entity_ids = SortedColumn(fenced(batches[ENTITIES], "rows", entities.field("entity_id")))
     relations = map_column(batches[RELATIONS], "rows")
     find, find_all = rows_in(entity_ids)
+    rows_of = entity_ids.find_many
     ends = SortedIndex(batches[RELATIONS], "ends")
     subject_ids, object_ids = relations.field("subject_id"), relations.field("object_id")
     return KnowledgeLayer(
@@ -176,8 +215,8 @@ def mapped_layer(path: str, *, with_indexes: bool = True) -> KnowledgeLayer | No
         entity_chunks=ArrowSequence(entities.field("chunk_ids")),
         aliases=SortedIndex(batches[ENTITIES], "aliases"),
         relations=_surface(path, batches[RELATIONS], RELATIONS, with_indexes),
-        subjects=EntityRows(subject_ids, find, find_all),
-        objects=EntityRows(object_ids, find, find_all),
+        subjects=EntityRows(subject_ids, find, find_all, rows_of),
+        objects=EntityRows(object_ids, find, find_all, rows_of),
         predicates=ArrowSequence(relations.field("predicate")),
         object_texts=ArrowSequence(relations.field("object_text")),
         categories=ArrowSequence(relations.field("category")),
@@ -189,7 +228,14 @@ def mapped_layer(path: str, *, with_indexes: bool = True) -> KnowledgeLayer | No
         subject_ids=ArrowSequence(subject_ids),
         object_ids=ArrowSequence(object_ids),
         relations_of=ends,
+        chunk_entities=_lookup(batches[ENTITIES], "mentions"),
+        descriptions=_lookup(batches[RELATIONS], "descriptions"),
     )
+
+
+def _lookup(batch: pa.RecordBatch, name: str) -> "SortedIndex | None":
+    """The map file's lookup ``name``, or ``None`` in a map file written before it."""
+    return SortedIndex(batch, name) if name in batch.schema.names else None
 
 
 INDEX_FILES = {RELATIONS: RELATION_INDEX, COMMUNITIES: COMMUNITY_INDEX}

@@ -28,7 +28,9 @@ import numpy as np
 from algorithms.normalize import normalize_surface
 from query.fusion import Slot
 from query.graph import Walk, WalkGraph
-from query.knowledge_layer import KnowledgeLayer
+from query.local_graph import LocalGraph
+
+Graph = WalkGraph | LocalGraph
 
 MAX_NAMED = 4
 """Named things that get a slot ("whose director was born first" names up to four)."""
@@ -57,17 +59,16 @@ def named_things(anchors: Sequence[str]) -> list[str]:
     return sorted(kept, key=list(anchors).index)
 
 
-def _passages(layer: KnowledgeLayer, graph: WalkGraph, name: str) -> tuple[list[int], list[int]]:
+def _passages(graph: Graph, name: str) -> tuple[list[int], list[int]]:
     """A name's own passages (the visible chunks of the document titled with it) and the
     entity nodes with visible chunks it names."""
     page = graph.pages.get(normalize_surface(_DISAMBIGUATION.sub("", name)), [])
-    named = layer.folded().aliases.get(normalize_surface(name), [])
-    return list(page), [e for e in named if graph.chunk_counts[e] > 0]
+    named = graph.layer.aliases.get(normalize_surface(name), [])
+    return list(page), [e for e in named if graph.chunk_count(e) > 0]
 
 
 def entity_slots(
-    layer: KnowledgeLayer,
-    graph: WalkGraph,
+    graph: Graph,
     anchors: Sequence[str],
     similarity: Similarity,
     *,
@@ -78,7 +79,6 @@ def entity_slots(
     ``bridge`` (and a ``walk``) one more per side for its bridge hop.
 
     Args:
-        layer: the knowledge layer.
         graph: the walk graph of the caller's visible rows.
         anchors: the query's anchors (:class:`query.router.Route`).
         similarity: the query's dense similarity to chunk rows.
@@ -90,7 +90,7 @@ def entity_slots(
     """
     sides: list[tuple[str, list[int], list[int]]] = []
     for name in named_things(anchors)[:MAX_NAMED]:
-        rows, entities = _passages(layer, graph, name)
+        rows, entities = _passages(graph, name)
         if rows:
             sims = similarity(rows)
             order = sorted(range(len(rows)), key=lambda i: (-float(sims[i]), rows[i]))
@@ -104,7 +104,7 @@ def entity_slots(
 
 
 def _bridge_slots(
-    graph: WalkGraph, walk: Walk, sides: Sequence[tuple[str, list[int], list[int]]]
+    graph: Graph, walk: Walk, sides: Sequence[tuple[str, list[int], list[int]]]
 ) -> list[Slot]:
     """Each side's bridge hop: the walk's best chunk whose explanation path starts at one
     of that side's entities, other than the named things' own passages."""
@@ -135,7 +135,7 @@ def bridging_names(walk: Walk, anchors: Sequence[str]) -> list[str]:
         words = seed.surface.lower()
         if seed.kind != "entity" or not any(words in a or a in words for a in names):
             continue
-        neighbours = graph.adjacency[seed.node].indices
+        neighbours = graph.neighbours(seed.node)
         paged = any(normalize_surface(s) in graph.pages for s in (seed.name, seed.surface))
         related = bool((neighbours < graph.n_entities).any())
         if paged or (related and seed.weight * BRIDGE_MAX_CHUNKS >= 1.0):

@@ -23,6 +23,7 @@ metadata names the table file's size: a map whose table file changed is not used
 """
 
 import os
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -43,6 +44,9 @@ from store.sorted_columns import Fenced, fence, group
 MAPPED = (ENTITIES, RELATIONS, COMMUNITIES)
 """The tables a reader opens (``query.knowledge``)."""
 FUNCTIONAL_CATEGORIES = frozenset({"limit"})
+DESCRIPTION = "definition"
+"""The relation category of "X is a Y" and of an appositive ("X, a Y"): stated with a
+literal object, it describes its subject (the graph arm seeds the subject from it)."""
 """Relation categories whose object is a single value: two different objects for one
 subject contradict."""
 ROW_COLUMNS = {
@@ -64,7 +68,7 @@ ROW_COLUMNS = {
 }
 """The columns of each table a reader uses, in its map file's ``rows``."""
 SIZE_KEY = b"evidex.table_size"
-STRING_KEYED = ("aliases", "ends", "functional")
+STRING_KEYED = ("aliases", "ends", "functional", "mentions", "descriptions")
 """The lookups keyed by strings; each, and the ``rows``' ids, has a fence (every
 :data:`store.sorted_columns.FENCE`-th key, ``<name>_fence``): a lookup in a file mapped
 cold reads the fence and one block of keys, not a page per probe."""
@@ -83,11 +87,19 @@ def rows_file(path: str, table: str) -> str:
     return layer_files(table)[0] if is_layered(path, table) else table
 
 
-def write_maps(staging: str, parent: str | None = None) -> list[str]:
+Normalize = Callable[[str], str]
+"""How the build normalizes a surface (``algorithms.normalize.normalize_surface``: the
+store does not import the algorithms, so the writer hands it in)."""
+
+
+def write_maps(
+    staging: str, parent: str | None = None, normalize: Normalize | None = None
+) -> list[str]:
     """Give every knowledge table file of ``staging`` that holds whole rows its map file:
     a hard link of the ``parent`` generation's when the table file is a hard link of one
     of the parent's (a window's base, an unchanged table), built from its rows otherwise.
-    Returns the names of the map files built (not linked).
+    Returns the names of the map files built (not linked). Without ``normalize`` the
+    relations' map has no ``descriptions`` (its readers build the walk graph whole).
 
     A table written before entities held ``alias_norms`` gets no map (its readers build
     the layer from the rows, as before)."""
@@ -108,7 +120,7 @@ def write_maps(staging: str, parent: str | None = None) -> list[str]:
             continue
         data = read_file(storage.join(staging, source), columns)
         size = os.path.getsize(storage.join(staging, source))
-        storage.write_bytes(target, map_bytes(table, data, size))
+        storage.write_bytes(target, map_bytes(table, data, size, normalize))
         built.append(map_name(source))
     return built
 
@@ -125,9 +137,11 @@ def _parent_map(parent: str | None, table: str, source: str) -> str | None:
     return None
 
 
-def map_bytes(table: str, data: pa.Table, table_size: int) -> bytes:
+def map_bytes(
+    table: str, data: pa.Table, table_size: int, normalize: Normalize | None = None
+) -> bytes:
     """The map file of ``data`` (table ``table``'s whole rows, in id order), whose
-    Parquet file is ``table_size`` bytes."""
+    Parquet file is ``table_size`` bytes (``normalize``: see :func:`write_maps`)."""
     data = data.combine_chunks()
     rows = pa.StructArray.from_arrays(
         [data.column(c).combine_chunks() for c in ROW_COLUMNS[table]], names=ROW_COLUMNS[table]
@@ -136,12 +150,16 @@ def map_bytes(table: str, data: pa.Table, table_size: int) -> bytes:
     if table == ENTITIES:
         owners, items = _items(data.column("alias_norms"))
         columns["aliases"] = grouped(items, owners, distinct=True)
+        owners, items = _items(data.column("chunk_ids"))
+        columns["mentions"] = grouped(items, owners, distinct=True)
     if table == RELATIONS:
         columns["ends"] = _ends(data)
         functional = pc.is_in(data["category"], value_set=pa.array(sorted(FUNCTIONAL_CATEGORIES)))
         named = np.flatnonzero(_flags(functional))
         owners, items = _items(data.column("chunk_ids").take(pa.array(named, pa.int64())))
         columns["functional"] = grouped(items, named[owners])
+        if normalize is not None:
+            columns["descriptions"] = _descriptions(data, normalize)
     if table in (RELATIONS, COMMUNITIES):
         columns["keys"] = _keys(numbers(data.column("ann_key").combine_chunks()))
     fences = {"rows": rows.field(ROW_COLUMNS[table][0])}
@@ -159,6 +177,20 @@ def map_bytes(table: str, data: pa.Table, table_size: int) -> bytes:
     with pa.ipc.new_file(sink, batch.schema) as writer:
         writer.write_batch(batch)
     return sink.getvalue().to_pybytes()
+
+
+def _descriptions(relations: pa.Table, normalize: Normalize) -> pa.StructArray:
+    """normalized description -> the relations of category :data:`DESCRIPTION` whose
+    object text normalizes to it, ascending; descriptions of one word are left out ("a
+    vocalist" says what kind of thing, not which). Each distinct text is normalized
+    once."""
+    rows = np.flatnonzero(_flags(pc.fill_null(pc.equal(relations["category"], DESCRIPTION), False)))
+    texts = relations.column("object_text").take(pa.array(rows, pa.int64())).to_pylist()
+    norm_of = {text: normalize(text) for text in set(texts) if text}
+    norms = [norm_of.get(text, "") if text else "" for text in texts]
+    kept = np.asarray([" " in n for n in norms], dtype=bool)
+    keys = pa.array([n for n, k in zip(norms, kept, strict=True) if k], pa.string())
+    return grouped(keys, rows[kept])
 
 
 def _flags(mask: pa.Array | pa.ChunkedArray) -> np.ndarray:

@@ -99,6 +99,7 @@ class Fenced(Scalars):
         super().__init__(values)
         self._fence, self._every = fence, every
         self._heads: list[Any] | None = None
+        self._ids: SortedIds | bool | None = False  # not looked at yet
 
     def find(self, value: Any) -> int:
         """The row holding ``value``, or -1."""
@@ -110,6 +111,16 @@ class Fenced(Scalars):
         lo = block * self._every
         at = bisect.bisect_left(self, value, lo, min(lo + self._every, len(self)))
         return at if at < len(self) and self[at] == value else -1
+
+    def find_many(self, values: Sequence[str]) -> np.ndarray:
+        """The row holding each of ``values`` (-1: not there): one vectorized search when
+        the column holds ids of one width (:class:`SortedIds`: its prefixes are read
+        whole on first use, one pass over the column), a search each otherwise."""
+        if self._ids is False:
+            self._ids = SortedIds.of(self.values)
+        if isinstance(self._ids, SortedIds):
+            return self._ids.positions(values)
+        return np.asarray([self.find(v) for v in values], dtype=np.int64)
 
 
 class SortedIds:
@@ -159,6 +170,28 @@ class SortedIds:
             if self._values[row].as_py() == value
         ]
         return np.unique(np.asarray(found, dtype=np.int64))
+
+    def positions(self, wanted: Sequence[str]) -> np.ndarray:
+        """The row of each of ``wanted``, in their order (-1: not there)."""
+        found = np.full(len(wanted), -1, dtype=np.int64)
+        if not len(wanted):
+            return found
+        keys = np.array([w.encode()[: self.PREFIX] for w in wanted], dtype=f"S{self.PREFIX}")
+        left = np.searchsorted(self._prefixes, keys, "left")
+        right = np.searchsorted(self._prefixes, keys, "right")
+        one = np.flatnonzero(right - left == 1)  # a prefix held once: compare that row whole
+        if len(one):
+            rows = left[one]
+            same = pc.equal(
+                self._values.take(pa.array(rows)), pa.array([wanted[i] for i in one.tolist()])
+            )
+            hit = np.asarray(same.to_numpy(zero_copy_only=False), dtype=bool)
+            found[one[hit]] = rows[hit]
+        for i in np.flatnonzero(right - left > 1).tolist():  # a prefix held twice: rare
+            for row in range(int(left[i]), int(right[i])):
+                if self._values[row].as_py() == wanted[i]:
+                    found[i] = row
+        return found
 
     @property
     def nbytes(self) -> int:

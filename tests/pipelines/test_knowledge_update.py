@@ -5,6 +5,7 @@ enough changed, and the HNSW files updated in place; the result passes the gate.
 import os
 import shutil
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -482,15 +483,19 @@ def test_a_reader_that_holds_the_base_reads_only_the_change(layered, monkeypatch
     assert k6.fold is not None and whole.fold is None
     _same_answers(k6, whole)
     assert list(k6.folded().entity_ids) == list(whole.entity_ids)
-    # the walk graph is built over the whole layer's rows, whichever layer asks
-    from query.graph import walk_graph
+    # the walk graph is read node by node from the overlaid layer (its rows numbered
+    # base first, dead rows among them) and walks as the whole generation's graph does
+    from tests.query.walk_checks import assert_same_walks, local_hops
 
     chunk_ids = sorted({c for row in whole.entity_chunks for c in row})
     row_of_chunk = {c: i for i, c in enumerate(chunk_ids)}
-    mine = walk_graph(k6, chunk_ids, row_of_chunk, None)
-    theirs = walk_graph(whole, chunk_ids, row_of_chunk, None)
-    assert (mine.matrix != theirs.matrix).nnz == 0
-    assert mine.predicate_of == theirs.predicate_of
+    assert k6.dead_entities and k6.chunk_entities is not None
+    for hops in (1, 3):  # local walks, and walks of the whole graph (a small one)
+        with monkeypatch.context() as patch:
+            local_hops(patch, hops)
+            for visible in (None, np.arange(0, len(chunk_ids), 2)):
+                stayed = assert_same_walks(k6, whole, chunk_ids, row_of_chunk, visible)
+                assert stayed > 0 or hops == 3
 
 
 def _document_rows(segments, doc_id: str) -> dict[str, list]:

@@ -83,12 +83,13 @@ def test_base_relations_find_their_entities_among_the_live_ones():
     and an entity the base of the entities does not hold yet is found in the delta
     (the relations' base may be newer than the entities')."""
     change = _change()
-    find, find_all = _live_entity_rows(change, BASE_IDS)
+    find, find_all, find_many = _live_entity_rows(change, BASE_IDS)
     ids = ["e1", "e5", "e7", "e4", "e9", None]
     expected = entity_rows(change, BASE_IDS, ids)
     assert expected == [0, 5, -1, 4, -1, -1]
     assert [find(i) if i is not None else -1 for i in ids] == expected
     assert find_all(pa.array(ids, pa.string())).tolist() == expected
+    assert find_many(ids[:-1]).tolist() == expected[:-1]
 
 
 def test_a_list_held_as_a_change_is_made_whole_from_its_base_row():

@@ -241,17 +241,17 @@ def test_the_layer_holds_what_the_tables_say_row_by_row(bundle):
 
 @pytest.mark.parametrize("half", [False, True])
 def test_the_walk_graph_holds_the_edges_the_tables_name(bundle, half):
-    """query.graph builds its edges with vectorized passes; here they are listed one
-    entity and one relation at a time, as the tables say, and must be the same."""
+    """query.graph builds the whole graph's edges with vectorized passes; here they are
+    listed one entity and one relation at a time, as the tables say, and must be the
+    same (the graph read node by node is checked against it below)."""
     import numpy as np
 
-    from query.graph import walk_graph
+    from query.graph import build_whole
 
     layer, rows = bundle.knowledge, bundle.row_of_chunk
     visible = np.arange(0, len(bundle.chunk_ids), 2) if half else None
     shown = set(range(len(bundle.chunk_ids))) if visible is None else set(visible.tolist())
-    layer.walk_graphs.clear()
-    graph = walk_graph(layer, bundle.chunk_ids, rows, visible)
+    graph = build_whole(layer, bundle.chunk_ids, rows, visible)
     pairs = [
         (e, rows[c])
         for e, chunks in enumerate(list(layer.entity_chunks))
@@ -367,3 +367,85 @@ def test_opening_the_layer_does_work_that_does_not_grow_with_it(bundle, tmp_path
 
 def _no_rows(*args, **kwargs):
     raise AssertionError("the open read a table's rows")
+
+
+@pytest.mark.parametrize("half", [False, True])
+@pytest.mark.parametrize("hops", [1, 3])
+def test_the_walk_read_node_by_node_is_the_whole_graphs_walk(bundle, half, hops, monkeypatch):
+    """The bundle's layer is read from its map files, so its walk graph is read node by
+    node (query.local_graph); every walk, bounded to one hop (local) or not (the
+    bundle is small: most walks take the whole graph), equals the whole graph's."""
+    import numpy as np
+
+    from query.graph import chunk_titles
+    from tests.query.walk_checks import assert_same_walks, local_hops
+
+    local_hops(monkeypatch, hops)
+    visible = np.arange(0, len(bundle.chunk_ids), 2) if half else None
+    layer = bundle.knowledge
+    stayed = assert_same_walks(
+        layer,
+        layer,
+        bundle.chunk_ids,
+        bundle.row_of_chunk,
+        visible,
+        lambda: chunk_titles(bundle),
+    )
+    assert stayed > 0 or hops == 3
+
+
+def test_the_first_walk_reads_the_seeds_neighbourhood_not_the_layer(bundle, tmp_path, monkeypatch):
+    """A first walk on a generation opened from its map files reads the edges of the
+    seeds' neighbourhood and nothing over every row: no table row, no fold, no whole
+    graph; on a layer with 50 times the entities it reads the same nodes and ranks the
+    same chunks."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import query.graph as graph_module
+    from algorithms.normalize import normalize_surface
+    from query.graph import graph_arm, walk_graph
+    from query.knowledge import drop_held, load_knowledge
+    from query.knowledge_layer import KnowledgeLayer
+    from store import knowledge_layers
+    from store.bundles import ENTITIES
+    from store.knowledge_maps import map_name, write_maps
+
+    entities = pq.read_table(f"{bundle.path}/{ENTITIES}")
+    template = entities.slice(0, 1).to_pylist()[0]
+    read = {}
+    for extra in (100, 5000):
+        path = tmp_path / str(extra)
+        shutil.copytree(bundle.path, path)
+        rows = [
+            {
+                **template,
+                "entity_id": f"synthetic-{i}",
+                "name": f"Synthetic thing {i}",
+                "aliases": [f"Synthetic thing {i}"],
+                "alias_counts": [1],
+                "mention_count": 1,
+                "alias_norms": [normalize_surface(f"Synthetic thing {i}")],
+                "chunk_ids": [],
+            }
+            for i in range(extra)
+        ]
+        grown = pa.concat_tables([entities, pa.Table.from_pylist(rows, schema=entities.schema)])
+        pq.write_table(grown, path / ENTITIES)
+        (path / map_name(ENTITIES)).unlink()
+        write_maps(str(path), normalize=normalize_surface)
+        drop_held()
+        layer = load_knowledge(str(path))
+        with monkeypatch.context() as patch:
+            for module, name in ((knowledge_layers, "read_file"), (pq, "read_table")):
+                patch.setattr(module, name, _no_rows)
+            patch.setattr(graph_module, "build_whole", _no_rows)
+            patch.setattr(KnowledgeLayer, "folded", _no_rows)
+            graph = walk_graph(layer, bundle.chunk_ids, bundle.row_of_chunk, None)
+            walk = graph_arm(layer, graph, "Who supervises the operator of UPI?", [], 10)
+        hits = [bundle.chunk_ids[h.row] for h in walk.hits]
+        read[extra] = (graph.nodes_read, hits, [s.name for s in walk.seeds])
+        assert hits and graph.nodes_read * 2 < graph.size
+    assert read[100] == read[5000]

@@ -68,15 +68,15 @@ def test_named_things_keep_the_longest_name():
 def test_each_named_thing_gets_its_page_and_only_when_two_resolve():
     layer = _layer()
     graph = _graph(layer)
-    slots = entity_slots(layer, graph, ["Film Alder", "Film Birch"], _flat(CHUNKS))
+    slots = entity_slots(graph, ["Film Alder", "Film Birch"], _flat(CHUNKS))
     assert [(s.label, [CHUNKS[r] for r in s.rows]) for s in slots] == [
         ("named 'Film Alder'", ["a0"]),
         ("named 'Film Birch'", ["b0"]),  # its page, titled with a parenthesis
     ]
-    assert entity_slots(layer, graph, ["Film Alder", "Nowhere"], _flat(CHUNKS)) == []
+    assert entity_slots(graph, ["Film Alder", "Nowhere"], _flat(CHUNKS)) == []
     # A hidden page is no passage, and mentions are no page: Film Birch gets no slot.
     hidden = _graph(layer, np.array([0, 1, 2, 3, 4, 6, 7]))
-    assert entity_slots(layer, hidden, ["Film Alder", "Film Birch"], _flat(CHUNKS)) == []
+    assert entity_slots(hidden, ["Film Alder", "Film Birch"], _flat(CHUNKS)) == []
 
 
 def test_a_comparison_gets_each_named_things_best_passage_in_the_evidence():
@@ -85,7 +85,7 @@ def test_a_comparison_gets_each_named_things_best_passage_in_the_evidence():
     plain = fuse(dense, [], chunk_ids=CHUNKS, k=5, n_eligible=8)
     assert 5 not in [f.row for f in plain]
     layer = _layer()
-    slots = entity_slots(layer, _graph(layer), ["Film Alder", "Film Birch"], _flat(CHUNKS))
+    slots = entity_slots(_graph(layer), ["Film Alder", "Film Birch"], _flat(CHUNKS))
     fused = fuse(dense, [], chunk_ids=CHUNKS, k=5, n_eligible=8, slots=slots)
     assert [f.row for f in fused] == [0, 5, 1, 2, 3]
     assert [f.holds for f in fused[:2]] == ["named 'Film Alder'", "named 'Film Birch'"]
@@ -108,9 +108,7 @@ def test_a_bridge_comparison_also_reserves_each_sides_bridge_hop():
     decision = route(QUESTION, available=frozenset({"dense", "lexical", "walk"}))
     assert nested_description(QUESTION, decision.anchors) is not None
     walk = graph_arm(layer, graph, QUESTION, [], 20)
-    slots = entity_slots(
-        layer, graph, ["Film Alder", "Film Birch"], _flat(CHUNKS), walk=walk, bridge=True
-    )
+    slots = entity_slots(graph, ["Film Alder", "Film Birch"], _flat(CHUNKS), walk=walk, bridge=True)
     hops = {s.label: [CHUNKS[r] for r in s.rows] for s in slots[2:]}
     assert hops == {"bridge from 'Film Alder'": ["d1"], "bridge from 'Film Birch'": ["d2"]}
 

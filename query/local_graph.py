@@ -1,0 +1,491 @@
+"""The graph arm's walk graph built from the seeds outward, through the layer's lookups.
+
+:func:`query.graph.walk_graph` used to build the graph of every chunk and entity on the
+first query that walked, for each generation and each set of visible chunks: seconds at
+300k documents, and again after every window. A :class:`LocalGraph` builds nothing when it
+is made. A walk asks it for the edges of the nodes it reaches (hop by hop, within the
+bounds of :meth:`query.graph.WalkGraph.neighbourhood`), and each node's edges come from
+lookups the knowledge layer answers in place (:mod:`query.mapped_layer`, and over a
+window's change :mod:`query.knowledge_overlay`): an entity's chunk list and relations, a
+chunk's entities (``chunk_entities``), a description's relations (``descriptions``). A
+node's edges are computed once and kept, so later walks over the same part of the graph
+read them back.
+
+Contract: the same walk as the whole graph's (:class:`query.graph.WalkGraph`), to the bit:
+the same edges, weights and degrees (each node's whole visible edge list gives its
+degree), the nodes of a walk in the whole graph's order (entities by id, then chunks by
+row) so that every sum adds the same numbers in the same order, and the same bounds. A
+walk whose neighbourhood is more than half the graph walks the whole graph, as the whole
+graph's does (it builds it then: the graph is small). What is not the knowledge layer's
+is still gathered whole on first use: the document titles' pages (one pass over the visible
+chunks' titles, only when titles are given).
+"""
+
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from itertools import pairwise
+from typing import Any, NamedTuple
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from scipy import sparse
+
+import query.graph as whole_graph
+from query.columns import first_items, get_many, items_at, lists_at
+from query.graph import Seed, Step, WalkGraph
+from query.knowledge_layer import KnowledgeLayer
+from store.bundles import numbers
+
+ARROW_BATCH = 50_000
+"""Chunk ids in a batch past which they are matched to rows in Arrow (hashing the
+bundle's ids once per batch) rather than one by one."""
+
+
+class _Entity(NamedTuple):
+    """An entity node's edges."""
+
+    chunks: list[int]  # visible chunk rows it occurs in, ascending, each once
+    partners: list[int]  # entities it shares a usable relation with, in node order
+    predicates: dict[int, str]  # partner -> the predicate of their first usable relation
+    pages: list[int]  # visible chunk rows of the documents titled with one of its aliases
+    degree: float  # the weight it sends out (its column's sum in the whole graph)
+    page_weight: float  # the weight of each edge to a page chunk (0.0: none)
+
+
+class _Chunk(NamedTuple):
+    """A chunk node's edges."""
+
+    entities: list[int]  # entities that occur in it, in node order
+    about: list[int]  # entities it is a page of (its document is titled with their alias)
+    degree: float
+
+
+class _About(NamedTuple):
+    """The document titles' pages over the visible chunks."""
+
+    pages: dict[str, list[int]]  # normalized title -> visible chunk rows
+    of_entity: dict[int, list[int]]  # entity -> its page chunk rows, ascending
+    of_chunk: dict[int, list[int]]  # chunk row -> the entities it is a page of
+
+
+def has_lookups(layer: KnowledgeLayer) -> bool:
+    """Whether ``layer`` answers the lookups a :class:`LocalGraph` reads."""
+    return layer.chunk_entities is not None and layer.descriptions is not None
+
+
+class LocalGraph:
+    """The walk graph of one set of visible chunks, its nodes' edges read from the layer
+    when a walk reaches them (see the module's contract).
+
+    Nodes are numbered as the layer's rows: entity rows, then ``n_entities`` + chunk row.
+    """
+
+    def __init__(
+        self,
+        layer: KnowledgeLayer,
+        chunk_ids: Sequence[str],
+        row_of_chunk: dict[str, int],
+        visible_rows: np.ndarray | None,
+        titles: Callable[[], Sequence[str]] | None = None,
+    ) -> None:
+        if not has_lookups(layer):
+            raise ValueError("the layer has no chunk -> entities or description lookups")
+        self.layer = layer
+        self.n_entities = len(layer.entity_ids)
+        self.chunk_ids = chunk_ids
+        self.size = self.n_entities + len(chunk_ids)
+        self._whole_size = self.size - len(layer.dead_entities)  # the whole graph's nodes
+        self._rows = row_of_chunk
+        self._visible_rows = visible_rows
+        self._visible = np.ones(len(chunk_ids), dtype=bool)
+        if visible_rows is not None:
+            self._visible[:] = False
+            self._visible[visible_rows] = True
+        self._titles = titles
+        self._in_id_order = layer.fold is None  # entity rows in id order: the node order
+        self._counts: dict[int, int] = {}
+        self._visible_chunks: dict[int, list[int]] = {}
+        self._ids: dict[int, str] = {}  # entity ids read (an overlaid layer's node order)
+        self._chunk_array: pa.Array | None = None
+        self._entities: dict[int, _Entity] = {}
+        self._chunks: dict[int, _Chunk] = {}
+        self._described: dict[str, list[int]] = {}
+        self._lock = threading.Lock()
+        self._about: _About | None = None
+        self._whole: WalkGraph | None = None
+
+    @property
+    def nodes_read(self) -> int:
+        """Nodes whose edges were read from the layer so far."""
+        return len(self._entities) + len(self._chunks)
+
+    # Lookups the seeds and slots read.
+
+    def chunk_count(self, entity: int) -> int:
+        """Visible chunks the entity occurs in (as many as its chunk list names)."""
+        if entity not in self._counts:
+            self._count([entity])
+        return self._counts[entity]
+
+    def described(self, norm: str) -> list[int]:
+        """The entities with visible chunks that a visible statement describes as
+        ``norm`` (see :func:`query.graph._descriptions`), first stated first."""
+        found = self._described.get(norm)
+        if found is not None:
+            return found
+        layer = self.layer
+        assert layer.descriptions is not None  # has_lookups
+        rows = [
+            r
+            for r, target in zip(
+                *self._at(layer.descriptions.get(norm, []), layer.objects), strict=True
+            )
+            if target < 0
+        ]
+        rows = [
+            r
+            for r, chunks in zip(*self._at(rows, layer.relations.chunk_ids), strict=True)
+            if self._all_visible(chunks)
+        ]
+        subjects = items_at(layer.subjects, rows)
+        self._count(subjects)
+        counted = [s for s in subjects if self._counts[s] > 0]
+        found = self._described[norm] = list(dict.fromkeys(counted))
+        return found
+
+    @property
+    def pages(self) -> dict[str, list[int]]:
+        """Normalized document title (less a trailing parenthesis) -> its visible chunk
+        rows."""
+        return self._pages().pages
+
+    def neighbours(self, node: int) -> np.ndarray:
+        """The nodes ``node`` has an edge with, in node order."""
+        self._read([node])
+        return self._neighbours(node)
+
+    def label(self, node: int) -> str:
+        if node < self.n_entities:
+            return f"entity: {self.layer.entity_names[node]}"
+        return f"chunk: {self.chunk_ids[node - self.n_entities]}"
+
+    # The walk.
+
+    def neighbourhood(self, seeds: np.ndarray) -> np.ndarray:
+        """The nodes within ``MAX_HOPS`` edges of ``seeds``, in node order, bounded as
+        :meth:`query.graph.WalkGraph.neighbourhood` bounds them; every node of it read."""
+        seen = set(seeds.tolist())
+        frontier = sorted(seen)
+        for _ in range(whole_graph.MAX_HOPS):
+            self._read(frontier)
+            edges = [self._neighbours(v) for v in frontier]
+            expand = [e for e in edges if len(e) <= whole_graph.MAX_EXPAND_DEGREE]
+            if not expand:
+                break
+            fresh = set(np.concatenate(expand).tolist()) - seen
+            if not fresh or len(seen) + len(fresh) > whole_graph.MAX_NODES:
+                break
+            seen |= fresh
+            frontier = sorted(fresh)
+        self._read(sorted(seen))  # the last hop's nodes: their degrees
+        return np.asarray(self.in_node_order(seen), dtype=np.int64)
+
+    def walk(self, start: np.ndarray) -> np.ndarray:
+        """Mass on every node after ``ITERATIONS`` steps of the walk with restart from
+        ``start`` (one weight per node), run on the seeds' neighbourhood as
+        :meth:`query.graph.WalkGraph.walk` runs it."""
+        nodes = self.neighbourhood(np.flatnonzero(start))
+        if len(nodes) * 2 > self._whole_size:
+            return self._walk_whole(start)
+        place = {int(node): i for i, node in enumerate(nodes.tolist())}
+        indptr, indices, data = [0], [], []
+        for node in nodes.tolist():
+            sources, values = self._in_edges(node, place.__contains__)
+            indices += [place[u] for u in sources]
+            data += values
+            indptr.append(len(indices))
+        rows = sparse.csr_matrix(
+            (np.asarray(data, dtype=np.float32), np.asarray(indices), np.asarray(indptr)),
+            shape=(len(nodes), len(nodes)),
+        )
+        local_start = start[nodes]
+        restart = np.float32(1.0 - whole_graph.DAMPING) * local_start
+        mass = local_start.copy()
+        for _ in range(whole_graph.ITERATIONS):
+            mass = rows @ mass
+            mass *= np.float32(whole_graph.DAMPING)
+            mass += restart
+        full = np.zeros_like(start)
+        full[nodes] = mass
+        return full
+
+    def paths(
+        self, seeds: Sequence[Seed], mass: np.ndarray, rows: Iterable[int]
+    ) -> dict[int, tuple[str, tuple[Step, ...]]]:
+        """As :meth:`query.graph.WalkGraph.paths`: from each chunk row back to a seed
+        along the edge that brought the most mass, at most ``PATH_HOPS`` edges."""
+        seed_nodes = {s.node for s in seeds}
+        found = {}
+        for row in sorted(set(rows)):
+            trail = [self.n_entities + row]
+            while trail[-1] not in seed_nodes and len(trail) <= whole_graph.PATH_HOPS:
+                self._read([trail[-1]])
+                sources, values = self._in_edges(trail[-1], lambda v: bool(mass[v] > 0))
+                inflow = np.asarray(values, dtype=np.float32) * mass[sources]
+                best = [
+                    sources[i]
+                    for i in np.lexsort((np.arange(len(sources)), -inflow)).tolist()
+                    if inflow[i] > 0 and sources[i] not in trail
+                ]
+                if not best:
+                    break
+                trail.append(best[0])
+            if trail[-1] not in seed_nodes:
+                continue
+            trail.reverse()
+            steps = tuple(Step(self._via(a, b), self.label(b)) for a, b in pairwise(trail))
+            found[row] = (self.label(trail[0]), steps)
+        return found
+
+    # Edges, read from the layer a batch of nodes at a time.
+
+    def _read(self, nodes: Iterable[int]) -> None:
+        """Read the edges of those of ``nodes`` not read yet."""
+        n = self.n_entities
+        entities, chunks = [], []
+        for v in nodes:
+            if v < n:
+                if v not in self._entities:
+                    entities.append(v)
+            elif v - n not in self._chunks:
+                chunks.append(v - n)
+        if entities:
+            self._read_entities(entities)
+        if chunks:
+            self._read_chunks(chunks)
+
+    def _count(self, entities: Sequence[int]) -> None:
+        """Count the visible chunks of those of ``entities`` not counted yet (and keep
+        which they are)."""
+        wanted = [e for e in dict.fromkeys(entities) if e not in self._counts]
+        if not wanted:
+            return
+        owners, rows = self._chunk_rows(lists_at(self.layer.entity_chunks, wanted))
+        shown = rows >= 0
+        shown[shown] = self._visible[rows[shown]]
+        owners, rows = owners[shown], rows[shown]
+        counts = np.bincount(owners, minlength=len(wanted)).tolist()
+        pairs = np.unique(owners * len(self.chunk_ids) + rows)  # by owner, then row
+        bounds = np.searchsorted(pairs // max(len(self.chunk_ids), 1), np.arange(len(wanted) + 1))
+        distinct = (pairs % max(len(self.chunk_ids), 1)).tolist()
+        for i, e in enumerate(wanted):
+            self._counts[e] = counts[i]
+            self._visible_chunks[e] = distinct[bounds[i] : bounds[i + 1]]
+
+    def _chunk_rows(self, lists: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+        """For each chunk id in ``lists`` (an Arrow list array): the list it is in, and
+        its chunk row (-1: not a chunk of this bundle). A long batch is matched in Arrow
+        against the bundle's ids, a short one through the row map."""
+        owners = numbers(pc.list_parent_indices(lists)).astype(np.int64)
+        items = pc.list_flatten(lists)
+        if len(items) < ARROW_BATCH:
+            rows = self._rows
+            found = [rows.get(c, -1) for c in items.to_pylist()]
+            return owners, np.asarray(found, dtype=np.int64)
+        if self._chunk_array is None:
+            self._chunk_array = pa.array(self.chunk_ids, pa.string())
+        at = pc.index_in(items, value_set=self._chunk_array)  # ids' places are their rows
+        return owners, numbers(pc.fill_null(at, -1)).astype(np.int64)
+
+    def _shown(self, entities: Sequence[int]) -> dict[int, bool]:
+        """Whether each entity occurs in a visible chunk: its count when counted, else
+        its first chunk when that is visible (most are), else its count."""
+        shown = {e: self._counts[e] > 0 for e in entities if e in self._counts}
+        wanted = [e for e in dict.fromkeys(entities) if e not in shown]
+        rows, visible = self._rows, self._visible
+        later = []
+        for e, first in zip(wanted, first_items(self.layer.entity_chunks, wanted), strict=True):
+            row = rows.get(first, -1) if first is not None else -1
+            if row >= 0 and visible[row]:
+                shown[e] = True
+            else:
+                later.append(e)
+        self._count(later)
+        shown.update((e, self._counts[e] > 0) for e in later)
+        return shown
+
+    def _read_entities(self, entities: list[int]) -> None:
+        layer = self.layer
+        self._count(entities)
+        counted = [e for e in entities if self._counts[e] > 0]  # no chunk: no relation
+        relations = dict(zip(counted, get_many(layer.adjacency, counted), strict=True))
+        wanted = sorted({r for rows in relations.values() for r in rows})
+        subjects = dict(zip(wanted, items_at(layer.subjects, wanted), strict=True))
+        targets = dict(zip(wanted, items_at(layer.objects, wanted), strict=True))
+        linked = [r for r in wanted if targets[r] >= 0 and targets[r] != subjects[r]]
+        owners, rows = self._chunk_rows(lists_at(layer.relations.chunk_ids, linked))
+        hidden = rows < 0
+        hidden[~hidden] = ~self._visible[rows[~hidden]]
+        evidence = np.bincount(owners, minlength=len(linked))
+        unseen = np.bincount(owners[hidden], minlength=len(linked))
+        usable = set(np.asarray(linked, dtype=np.int64)[(evidence > 0) & (unseen == 0)].tolist())
+        shown = self._shown([v for r in usable for v in (subjects[r], targets[r])])
+        usable = {r for r in usable if shown[targets[r]] and shown[subjects[r]]}
+        named = sorted(usable)
+        predicate_of = dict(zip(named, items_at(layer.predicates, named), strict=True))
+        about = self._pages().of_entity
+        for e in entities:
+            predicates: dict[int, str] = {}
+            for r in relations.get(e, []):
+                if r in usable:
+                    other = targets[r] if subjects[r] == e else subjects[r]
+                    predicates.setdefault(other, predicate_of[r])
+            chunks = self._visible_chunks[e]
+            pages = about.get(e, [])
+            out = len(chunks) + len(predicates)
+            self._entities[e] = _Entity(
+                chunks=chunks,
+                partners=self.in_node_order(predicates),
+                predicates=predicates,
+                pages=pages,
+                degree=float(whole_graph.entity_degree(out, len(pages))),
+                page_weight=max(out, 1) / len(pages) if pages else 0.0,
+            )
+
+    def _read_chunks(self, rows: list[int]) -> None:
+        assert self.layer.chunk_entities is not None  # has_lookups
+        shown = [r for r in rows if self._visible[r]]
+        keys = [self.chunk_ids[r] for r in shown]
+        found = dict(zip(shown, get_many(self.layer.chunk_entities, keys), strict=True))
+        about = self._pages().of_chunk
+        for r in rows:
+            entities = self.in_node_order(found.get(r, []))
+            self._chunks[r] = _Chunk(entities, about.get(r, []), float(len(entities)) or 1.0)
+
+    def _neighbours(self, node: int) -> np.ndarray:
+        n = self.n_entities
+        if node < n:
+            entity = self._entities[node]
+            chunks = sorted({*entity.chunks, *entity.pages})
+            return np.asarray(entity.partners + [n + c for c in chunks], dtype=np.int64)
+        chunk = self._chunks[node - n]
+        return np.asarray(self.in_node_order({*chunk.entities, *chunk.about}), dtype=np.int64)
+
+    def _in_edges(self, node: int, reached: Callable[[int], bool]) -> tuple[list[int], list[float]]:
+        """The nodes a walk ``reached`` that send ``node`` mass, in node order, and the
+        share each sends (the whole graph's matrix entries of the node's row; those
+        nodes are read)."""
+        n = self.n_entities
+        if node < n:
+            entity = self._entities[node]
+            sources = [v for v in entity.partners + [n + c for c in entity.chunks] if reached(v)]
+            self._read(sources)
+            weights = [1.0] * len(sources)
+        else:
+            chunk = self._chunks[node - n]
+            occurs = set(chunk.entities)
+            sources = [v for v in self.in_node_order({*occurs, *chunk.about}) if reached(v)]
+            self._read(sources)
+            about = set(chunk.about)
+            weights = []
+            for e in sources:
+                page = self._entities[e].page_weight if e in about else 0.0
+                weights.append(1.0 + page if e in occurs else page)
+        values = [
+            float(np.float32(w * (1.0 / self._degree(u))))
+            for w, u in zip(weights, sources, strict=True)
+        ]
+        return sources, values
+
+    def _degree(self, node: int) -> float:
+        if node < self.n_entities:
+            return self._entities[node].degree
+        return self._chunks[node - self.n_entities].degree
+
+    def _via(self, a: int, b: int) -> str:
+        n = self.n_entities
+        if a < n and b < n:
+            self._read([a])
+            return self._entities[a].predicates.get(b, "related to")
+        return "occurs in" if a < n else "mentions"
+
+    def _all_visible(self, chunk_ids: Sequence[str]) -> bool:
+        """Whether a statement has evidence and every chunk of it is a visible chunk of
+        the bundle."""
+        if not chunk_ids:
+            return False
+        rows = [self._rows.get(c, -1) for c in chunk_ids]
+        return all(r >= 0 and self._visible[r] for r in rows)
+
+    def _at(self, rows: Sequence[int], values: Sequence[Any]) -> tuple[list[int], list[Any]]:
+        """``rows`` and their items of ``values``, read in one pass."""
+        rows = list(rows)
+        return rows, items_at(values, rows)
+
+    def in_node_order(self, nodes: Iterable[int]) -> list[int]:
+        """Nodes in the whole graph's order: entities by id (their rows, when the layer's
+        rows are in id order), then chunks by row."""
+        nodes = set(nodes)
+        if self._in_id_order:
+            return sorted(nodes)
+        n = self.n_entities
+        entities = [v for v in nodes if v < n]
+        missing = [e for e in entities if e not in self._ids]
+        self._ids.update(zip(missing, items_at(self.layer.entity_ids, missing), strict=True))
+        return sorted(entities, key=self._ids.__getitem__) + sorted(v for v in nodes if v >= n)
+
+    def _pages(self) -> _About:
+        about = self._about
+        if about is None:
+            with self._lock:
+                if self._about is None:
+                    self._about = self._read_pages()
+                about = self._about
+        return about
+
+    def _read_pages(self) -> _About:
+        entities, chunks, pages = whole_graph.about_edges(self.layer, self._titles, self._visible)
+        of_entity: dict[int, set[int]] = {}
+        of_chunk: dict[int, set[int]] = {}
+        for e, c in zip(entities.tolist(), chunks.tolist(), strict=True):
+            of_entity.setdefault(e, set()).add(c)
+            of_chunk.setdefault(c, set()).add(e)
+        return _About(
+            pages,
+            {e: sorted(rows) for e, rows in of_entity.items()},
+            {c: self.in_node_order(found) for c, found in of_chunk.items()},
+        )
+
+    # A walk that reaches most of the graph.
+
+    def _walk_whole(self, start: np.ndarray) -> np.ndarray:
+        """The walk on the whole graph (built on first use), in this graph's numbering."""
+        with self._lock:
+            if self._whole is None:
+                self._whole = whole_graph.build_whole(
+                    self.layer.folded(),
+                    self.chunk_ids,
+                    self._rows,
+                    self._visible_rows,
+                    self._titles,
+                )
+            whole = self._whole
+        if self._in_id_order:
+            return whole.walk(start)
+        # An overlaid layer: its live entity rows are the whole graph's in id order.
+        n, m = self.n_entities, whole.n_entities
+        row_of = {entity_id: i for i, entity_id in enumerate(whole.layer.entity_ids)}
+        dead = self.layer.dead_entities
+        ids = enumerate(self.layer.entity_ids)
+        live = [(e, row_of[i]) for e, i in ids if e not in dead and i in row_of]
+        mine = np.asarray([e for e, _ in live], dtype=np.int64)
+        theirs = np.asarray([w for _, w in live], dtype=np.int64)
+        shifted = np.zeros(whole.size, dtype=start.dtype)
+        shifted[theirs] = start[mine]
+        shifted[m:] = start[n:]
+        mass = whole.walk(shifted)
+        full = np.zeros_like(start)
+        full[mine] = mass[theirs]
+        full[n:] = mass[m:]
+        return full
