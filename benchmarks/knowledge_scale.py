@@ -188,8 +188,8 @@ def step_open(work: str) -> dict[str, Any]:
     the same chunks)."""
     import pyarrow.parquet as pq
 
-    from query.graph import build_whole
     from query.knowledge import whole_layer
+    from query.whole_graph import build_whole
 
     layer, seconds = reopen(os.path.join(work, GENERATION))
     names = [layer.entity_names[i] for i in range(0, len(layer.entity_ids), 97)][:LOOKUPS]

@@ -57,7 +57,7 @@ class Answer(NamedTuple):
         """For each evidence item the graph arm ranked: its walk rank and the path
         (seed -> entity -> relation -> entity -> chunk) that reached it (``steps`` empty
         when the item is a seed itself, ``seed`` ``None`` when no path of at most
-        ``query.graph.PATH_HOPS`` edges reaches it)."""
+        ``query.whole_graph.PATH_HOPS`` edges reaches it)."""
         if self.walk is None or self.walk.graph is None:
             return []
         row_of = {self.walk.graph.chunk_ids[h.row]: h.row for h in self.walk.hits}

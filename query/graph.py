@@ -28,27 +28,18 @@ import hashlib
 import re
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from itertools import pairwise
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-from scipy import sparse
 
 from algorithms.normalize import normalize_surface
-from query.columns import ArrowSequence, list_items
 from query.fusion import SCORE_DECIMALS, ArmHit
 from query.knowledge_layer import KnowledgeLayer
-from store.bundles import numbers
-from store.knowledge_maps import DESCRIPTION
+from query.local_graph import LocalGraph, has_lookups
+from query.whole_graph import Seed, Step, WalkGraph, build_whole
 
-if TYPE_CHECKING:
-    from query.local_graph import LocalGraph
-
-DAMPING = 0.85
-ITERATIONS = 20
+Graph = WalkGraph | LocalGraph
+"""A walk graph: read node by node from the layer's lookups, or built whole."""
 MAX_SEED_CHUNKS = 50
 MAX_SEEDS = 32
 DENSE_SEEDS = 5
@@ -56,33 +47,7 @@ CHUNK_SHARE = 0.25
 """The dense chunks' share of the seeds' mass when an entity seeds too (0.5 before the
 seeds were linked longest first; 0.25 was better on MuSiQue and HotpotQA, docs/benchmarks.md)."""
 MAX_NGRAM = 4
-MAX_HOPS = 3
-"""The walk runs on the seeds' neighbourhood: nodes at most this many edges away."""
-MAX_NODES = 50_000
-"""A hop that would take the neighbourhood past this many nodes is not taken."""
-MAX_EXPAND_DEGREE = 1_000
-"""A node with more edges (an entity in a thousand chunks) is reached but not walked through
-when the neighbourhood grows: it says too little about any one of its chunks."""
-PATH_HOPS = 4
-"""Edges an explanation path may have (longer: reported as reached without a path)."""
 _WORD = re.compile(r"[\w'-]+")
-
-
-class Seed(NamedTuple):
-    """One start node of the walk: an entity the query names, or a dense chunk."""
-
-    kind: str  # "entity" or "chunk"
-    node: int
-    name: str  # the entity's canonical name, or the chunk id
-    surface: str  # the query words that linked it (entities), or "dense rank N" (chunks)
-    weight: float
-
-
-class Step(NamedTuple):
-    """One edge of an explanation path."""
-
-    via: str  # "occurs in", "mentions", or a relation's predicate
-    node: str  # "entity: NAME" or "chunk: ID"
 
 
 class Walk(NamedTuple):
@@ -90,7 +55,7 @@ class Walk(NamedTuple):
 
     seeds: tuple[Seed, ...]
     hits: tuple[ArmHit, ...]
-    graph: "WalkGraph | LocalGraph | None"
+    graph: "Graph | None"
     mass: np.ndarray | None = None
 
     def paths(self, rows: Iterable[int]) -> dict[int, tuple[str, tuple[Step, ...]]]:
@@ -102,135 +67,6 @@ class Walk(NamedTuple):
         return self.graph.paths(self.seeds, self.mass, rows)
 
 
-@dataclass
-class WalkGraph:
-    """The entity-chunk graph of one set of visible chunks."""
-
-    matrix: sparse.csr_matrix  # column-stochastic, entities first, then chunk rows
-    adjacency: sparse.csr_matrix  # symmetric 0/1, for paths
-    n_entities: int
-    chunk_counts: np.ndarray  # visible chunks each entity occurs in
-    chunk_ids: Sequence[str]
-    entity_names: Sequence[str]
-    predicate_of: dict[tuple[int, int], str]
-    layer: KnowledgeLayer
-    """The layer whose rows number the entity nodes."""
-    pages: dict[str, list[int]] = field(default_factory=dict)
-    """Normalized document title (less a trailing parenthesis) -> its visible chunk rows."""
-    descriptions: dict[str, list[int]] = field(default_factory=dict)
-    """Normalized literal description -> the entities it is stated of (see
-    :func:`_descriptions`)."""
-
-    @property
-    def size(self) -> int:
-        """Nodes: entities, then chunks."""
-        return int(self.matrix.shape[0])
-
-    def chunk_count(self, entity: int) -> int:
-        """Visible chunks the entity occurs in."""
-        return int(self.chunk_counts[entity])
-
-    def described(self, norm: str) -> list[int]:
-        """The entities a visible statement describes as ``norm``, first stated first."""
-        return self.descriptions.get(norm, [])
-
-    def neighbours(self, node: int) -> np.ndarray:
-        """The nodes ``node`` has an edge with, ascending."""
-        return self.adjacency[node].indices
-
-    def in_node_order(self, nodes: Iterable[int]) -> list[int]:
-        """Nodes ascending (this graph's order)."""
-        return sorted(set(nodes))
-
-    def neighbourhood(self, seeds: np.ndarray) -> np.ndarray:
-        """Sorted nodes within ``MAX_HOPS`` edges of ``seeds``, hop by hop while the next
-        hop keeps them within ``MAX_NODES``; nodes of more than ``MAX_EXPAND_DEGREE`` edges
-        are not expanded."""
-        indptr = self.adjacency.indptr
-        seen = np.zeros(self.adjacency.shape[0], dtype=bool)
-        seen[seeds] = True
-        count, frontier = int(seen.sum()), np.flatnonzero(seen)
-        for _ in range(MAX_HOPS):
-            degree = indptr[frontier + 1] - indptr[frontier]
-            expand = frontier[degree <= MAX_EXPAND_DEGREE]
-            if len(expand) == 0:
-                break
-            fresh = np.zeros_like(seen)
-            fresh[self.adjacency[expand].indices] = True
-            fresh &= ~seen
-            new = np.flatnonzero(fresh)
-            if len(new) == 0 or count + len(new) > MAX_NODES:
-                break
-            seen |= fresh
-            count, frontier = count + len(new), new
-        return np.flatnonzero(seen)
-
-    def walk(self, start: np.ndarray) -> np.ndarray:
-        """Mass on every node after ``ITERATIONS`` steps of the walk with restart, run on
-        the seeds' neighbourhood (mass leaving it is lost): the work is bounded by the
-        neighbourhood, not by the size of the corpus."""
-        nodes = self.neighbourhood(np.flatnonzero(start))
-        whole = len(nodes) * 2 > len(start)  # cheaper to walk everything than to cut
-        rows = self.matrix if whole else self.matrix[nodes]
-        local_start = start if whole else start[nodes]
-        restart = np.float32(1.0 - DAMPING) * local_start
-        mass = local_start.copy()
-        full = np.zeros_like(start)
-        for _ in range(ITERATIONS):
-            if whole:
-                full = mass
-            else:
-                full[nodes] = mass
-            mass = rows @ full
-            mass *= np.float32(DAMPING)
-            mass += restart
-        if whole:
-            return mass
-        full = np.zeros_like(start)
-        full[nodes] = mass
-        return full
-
-    def label(self, node: int) -> str:
-        if node < self.n_entities:
-            return f"entity: {self.entity_names[node]}"
-        return f"chunk: {self.chunk_ids[node - self.n_entities]}"
-
-    def paths(
-        self, seeds: Sequence[Seed], mass: np.ndarray, rows: Iterable[int]
-    ) -> dict[int, tuple[str, tuple[Step, ...]]]:
-        """Walk back from each chunk row to a seed along the edge that brought the most
-        mass (``matrix[v, u] * mass[u]``), at most ``PATH_HOPS`` edges."""
-        seed_nodes = {s.node for s in seeds}
-        found = {}
-        for row in sorted(set(rows)):
-            node = self.n_entities + row
-            trail = [node]
-            while trail[-1] not in seed_nodes and len(trail) <= PATH_HOPS:
-                v = trail[-1]
-                lo, hi = self.matrix.indptr[v], self.matrix.indptr[v + 1]
-                sources = self.matrix.indices[lo:hi]
-                inflow = self.matrix.data[lo:hi] * mass[sources]
-                best = [
-                    int(sources[i])
-                    for i in np.lexsort((sources, -inflow))
-                    if inflow[i] > 0 and int(sources[i]) not in trail
-                ]
-                if not best:
-                    break
-                trail.append(best[0])
-            if trail[-1] not in seed_nodes:
-                continue
-            trail.reverse()
-            steps = tuple(Step(self._via(a, b), self.label(b)) for a, b in pairwise(trail))
-            found[row] = (self.label(trail[0]), steps)
-        return found
-
-    def _via(self, a: int, b: int) -> str:
-        if a < self.n_entities and b < self.n_entities:
-            return self.predicate_of.get((min(a, b), max(a, b)), "related to")
-        return "occurs in" if a < self.n_entities else "mentions"
-
-
 _LOCK = threading.Lock()
 
 
@@ -240,15 +76,13 @@ def walk_graph(
     row_of_chunk: dict[str, int],
     visible_rows: np.ndarray | None,
     titles: Callable[[], Sequence[str]] | None = None,
-) -> "WalkGraph | LocalGraph":
+) -> Graph:
     """The graph over the chunks in ``visible_rows`` (``None``: every chunk), kept on the
     layer per visible set: read node by node from the layer's lookups when it has them
     (:class:`query.local_graph.LocalGraph`: nothing is built here), else built whole over
     the layer's rows (an overlaid layer's fold). ``titles`` gives each chunk row's
     document title (:func:`chunk_titles`), called when the graph first needs it: with it,
     an entity also leads to the document titled with its name."""
-    from query.local_graph import LocalGraph, has_lookups  # it builds on this module
-
     local = has_lookups(layer)
     if not local:
         layer = layer.folded()
@@ -267,181 +101,9 @@ def walk_graph(
     return graph
 
 
-def entity_degree(out: int | np.ndarray, pages: int | np.ndarray) -> Any:
-    """The weight an entity sends out: one per edge (``out``: its chunks and related
-    entities), plus as much again (at least one) over the chunks of its ``pages`` when it
-    has any; 1.0 for an entity with no edge."""
-    degree = out + np.where(np.asarray(pages) > 0, np.maximum(out, 1), 0)
-    return np.where(degree == 0, 1.0, degree).astype(np.float64)
-
-
-def build_whole(
-    layer: KnowledgeLayer,
-    chunk_ids: Sequence[str],
-    row_of_chunk: dict[str, int],
-    visible_rows: np.ndarray | None,
-    titles: Callable[[], Sequence[str]] | None = None,
-) -> WalkGraph:
-    n_entities = len(layer.entity_ids)
-    visible = np.ones(len(chunk_ids), dtype=bool)
-    if visible_rows is not None:
-        visible[:] = False
-        visible[visible_rows] = True
-    # Entity -> chunk edges: every (entity, chunk) its chunk list names, chunk visible.
-    owners, rows = _chunk_rows(layer.entity_chunks, row_of_chunk)
-    shown = rows >= 0
-    shown[shown] = visible[rows[shown]]
-    entity_col, chunk_col = owners[shown], rows[shown]
-    counts = np.bincount(entity_col, minlength=n_entities)
-    # Entity -> entity edges: a relation between two entities with chunks, all of its
-    # evidence visible; the first relation of a pair (by row) names it.
-    subject = np.asarray(layer.subjects, dtype=np.int64)
-    target = np.asarray(layer.objects, dtype=np.int64)
-    owners, rows = _chunk_rows(layer.relations.chunk_ids, row_of_chunk)
-    hidden = rows < 0
-    hidden[~hidden] = ~visible[rows[~hidden]]
-    evidence = np.bincount(owners, minlength=len(subject))
-    unseen = np.bincount(owners[hidden], minlength=len(subject))
-    linked = target >= 0
-    usable = linked & (target != subject) & (evidence > 0) & (unseen == 0)
-    usable &= (counts[subject] > 0) & (counts[np.where(linked, target, 0)] > 0)
-    candidates = np.flatnonzero(usable)
-    low = np.minimum(subject[candidates], target[candidates])
-    high = np.maximum(subject[candidates], target[candidates])
-    _, first = np.unique(low * max(n_entities, 1) + high, return_index=True)
-    picked = np.sort(first)
-    chosen = candidates[picked]
-    described = ~linked & (evidence > 0) & (unseen == 0) & (counts[subject] > 0)
-    predicates = _as_list(layer.predicates)
-    predicate_of: dict[tuple[int, int], str] = {
-        (lo, hi): predicates[r]
-        for r, lo, hi in zip(
-            chosen.tolist(), low[picked].tolist(), high[picked].tolist(), strict=True
-        )
-    }
-    subjects, objects = subject[chosen].tolist(), target[chosen].tolist()
-    n = n_entities + len(chunk_ids)
-    chunk_nodes = np.asarray(chunk_col, dtype=np.int64) + n_entities
-    entity_nodes = np.asarray(entity_col, dtype=np.int64)
-    a = np.concatenate([entity_nodes, chunk_nodes, subjects, objects]).astype(np.int64)
-    b = np.concatenate([chunk_nodes, entity_nodes, objects, subjects]).astype(np.int64)
-    adjacency = sparse.csr_matrix((np.ones(len(a)), (a, b)), shape=(n, n))
-    adjacency.data[:] = 1.0  # an entity named twice in a chunk is one edge
-    adjacency.sort_indices()
-    weights = adjacency
-    out = np.asarray(adjacency.sum(axis=0)).ravel()  # edges: whole numbers, exact
-    about_e, about_c, titled = about_edges(layer, titles, visible)
-    pages = np.bincount(about_e, minlength=n_entities)
-    if len(about_e):
-        # An entity sends as much mass to the chunks of the document titled with its name
-        # as to every other neighbour together.
-        w = np.maximum(out[about_e], 1.0) / pages[about_e]
-        about = sparse.csr_matrix((w, (about_c + n_entities, about_e)), shape=(n, n))
-        weights = adjacency + about
-        adjacency = adjacency.maximum((about + about.T).astype(bool).astype(np.float64))
-        adjacency.sort_indices()
-    # Each column's sum, computed as query.local_graph computes one node's, to the bit.
-    degree = np.where(out == 0, 1.0, out)
-    degree[:n_entities] = entity_degree(out[:n_entities], pages)
-    # float32: the walk is a ranking, and half the bytes per edge is most of its time.
-    matrix = sparse.csr_matrix(weights.multiply(1.0 / degree), dtype=np.float32)
-    matrix.sort_indices()
-    return WalkGraph(
-        matrix=matrix,
-        adjacency=adjacency,
-        n_entities=n_entities,
-        chunk_counts=counts,
-        chunk_ids=chunk_ids,
-        entity_names=layer.entity_names,
-        predicate_of=predicate_of,
-        layer=layer,
-        pages=titled,
-        descriptions=_descriptions(layer, np.flatnonzero(described), subject),
-    )
-
-
-def _descriptions(
-    layer: KnowledgeLayer, rows: np.ndarray, subject: np.ndarray
-) -> dict[str, list[int]]:
-    """Normalized literal description -> subject entities, over the relation ``rows``
-    (literal objects, all evidence visible) whose category is :data:`DESCRIPTION`.
-
-    A plain noun phrase is no entity ("an independent publishing house" names nothing
-    by itself), but stated of a named thing it describes that thing: a question that
-    refers to the thing by the description seeds the thing."""
-    rows = rows[_equal(layer.categories, DESCRIPTION)[rows]]
-    texts = layer.object_texts
-    norms: dict[str, str] = {}  # a description stated of many things is normalized once
-    found: dict[str, dict[int, None]] = {}  # subjects in the order first stated, each once
-    for r in rows.tolist():
-        text = texts[r]
-        norm = norms.get(text)
-        if norm is None:
-            norm = norms[text] = normalize_surface(text)
-        if " " not in norm:
-            continue  # one word ("a vocalist") says what kind of thing, not which
-        found.setdefault(norm, {})[int(subject[r])] = None
-    return {norm: list(subjects) for norm, subjects in found.items()}
-
-
-def _equal(values: Sequence[Any], value: Any) -> np.ndarray:
-    """A boolean mask of the items of ``values`` equal to ``value`` (compared in Arrow when
-    the sequence is Arrow-backed, without converting it)."""
-    if isinstance(values, ArrowSequence):
-        return pc.fill_null(pc.equal(values.arrow, value), False).to_numpy(zero_copy_only=False)
-    return np.asarray([v == value for v in values], dtype=bool)
-
-
-def _as_list(values: Sequence[Any]) -> list[Any]:
-    """A sequence as a list (an Arrow-backed one converted whole, once)."""
-    return values.tolist() if isinstance(values, ArrowSequence) else list(values)
-
-
-def _chunk_rows(
-    lists: Sequence[Sequence[str]], row_of_chunk: dict[str, int]
-) -> tuple[np.ndarray, np.ndarray]:
-    """For every chunk id in ``lists`` (one list per row): the row it is in, and its
-    chunk row (-1: not a chunk of this bundle); each distinct id looked up once."""
-    owners, distinct, places = list_items(lists)
-    ids = pa.array(list(row_of_chunk), type=pa.string())
-    at = pc.index_in(distinct.cast(pa.string()), value_set=ids)  # C, not a dict probe each
-    found = numbers(pc.fill_null(at, -1)).astype(np.int64)
-    rows = np.fromiter(row_of_chunk.values(), dtype=np.int64, count=len(row_of_chunk))
-    known = np.where(found >= 0, rows[np.maximum(found, 0)], -1)
-    return owners, known[places]
-
-
 def chunk_titles(bundle: Any) -> list[str]:
     """Each chunk row's document title."""
     return [str(bundle.documents[d].get("title") or "") for d in bundle.chunk_doc_ids]
-
-
-_DISAMBIGUATION = re.compile(r"\s*\([^)]*\)\s*$")
-
-
-def about_edges(
-    layer: KnowledgeLayer, titles: Callable[[], Sequence[str]] | None, visible: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, dict[str, list[int]]]:
-    """``(entity, chunk row)`` pairs joining an entity to the visible chunks of the
-    documents whose title (less a trailing parenthesis) is one of its aliases: the page
-    *about* it; and the visible chunk rows of each normalized title."""
-    if titles is None:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), {}
-    rows_of: dict[str, list[int]] = {}
-    norm_of: dict[str, str] = {}  # a document's chunks share its title
-    for row, title in enumerate(titles()):
-        if title and visible[row]:
-            norm = norm_of.get(title)
-            if norm is None:
-                norm = norm_of[title] = normalize_surface(_DISAMBIGUATION.sub("", title))
-            rows_of.setdefault(norm, []).append(row)
-    entities: list[int] = []
-    chunks: list[int] = []
-    for norm, rows in rows_of.items():
-        for e in layer.aliases.get(norm, []):
-            entities += [e] * len(rows)
-            chunks += rows
-    return np.asarray(entities, dtype=np.int64), np.asarray(chunks, dtype=np.int64), rows_of
 
 
 Spread = Callable[[str], int | None]
@@ -469,7 +131,7 @@ def text_spread(lexical: Any, visible_rows: np.ndarray | None) -> Spread:
 
 
 def entity_seeds(
-    layer: KnowledgeLayer, graph: "WalkGraph | LocalGraph", query: str, spread: Spread | None = None
+    layer: KnowledgeLayer, graph: Graph, query: str, spread: Spread | None = None
 ) -> list[Seed]:
     """Entities the query's word n-grams name, weighted by specificity, at most
     ``MAX_SEEDS`` of the most specific.
@@ -511,9 +173,7 @@ def entity_seeds(
     return ranked[:MAX_SEEDS]
 
 
-def chunk_seeds(
-    graph: "WalkGraph | LocalGraph", dense: Sequence[ArmHit], entity_mass: float
-) -> list[Seed]:
+def chunk_seeds(graph: Graph, dense: Sequence[ArmHit], entity_mass: float) -> list[Seed]:
     """The top ``DENSE_SEEDS`` dense chunks, weighted 1/rank, together holding
     ``CHUNK_SHARE`` of the seeds' mass (all of it when no entity is a seed)."""
     top = sorted(dense, key=lambda h: h.rank)[:DENSE_SEEDS]
@@ -535,7 +195,7 @@ def chunk_seeds(
 
 def graph_arm(
     layer: KnowledgeLayer,
-    graph: "WalkGraph | LocalGraph",
+    graph: Graph,
     query: str,
     dense: Sequence[ArmHit],
     depth: int,

@@ -92,7 +92,8 @@ class Joined(Converted):
         split = self._split
         base = [r for r in rows if r < split]
         delta = [r - split for r in rows if r >= split]
-        joined = pa.concat_arrays([lists_at(self._base, base), lists_at(self._delta, delta)])
+        parts = [lists_at(self._base, base), lists_at(self._delta, delta)]
+        joined = pa.concat_arrays([part.cast(pa.list_(pa.string())) for part in parts])
         order = np.argsort(np.asarray([r >= split for r in rows], dtype=np.int8), kind="stable")
         place = np.empty(len(rows), dtype=np.int64)
         place[order] = np.arange(len(rows))
@@ -305,12 +306,13 @@ def _live_entity_rows(
 
     base_many = getattr(base_ids, "find_many", None)
 
-    def find_many(values: list[str]) -> np.ndarray:
+    def find_many(values: Sequence[str] | pa.Array) -> np.ndarray:
+        strings = values.to_pylist() if isinstance(values, pa.Array) else values
         if base_many is None:
-            return np.asarray([find(v) for v in values], dtype=np.int64)
+            return np.asarray([find(v) for v in strings], dtype=np.int64)
         rows = base_many(values).copy()
         rows[np.isin(rows, dead)] = -1
-        for i, value in enumerate(values):
+        for i, value in enumerate(strings):
             fresh = change.row_of.get(value)
             if fresh is not None:
                 rows[i] = fresh

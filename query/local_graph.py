@@ -4,14 +4,14 @@
 first query that walked, for each generation and each set of visible chunks: seconds at
 300k documents, and again after every window. A :class:`LocalGraph` builds nothing when it
 is made. A walk asks it for the edges of the nodes it reaches (hop by hop, within the
-bounds of :meth:`query.graph.WalkGraph.neighbourhood`), and each node's edges come from
+bounds of :meth:`query.whole_graph.WalkGraph.neighbourhood`), and each node's edges come from
 lookups the knowledge layer answers in place (:mod:`query.mapped_layer`, and over a
 window's change :mod:`query.knowledge_overlay`): an entity's chunk list and relations, a
 chunk's entities (``chunk_entities``), a description's relations (``descriptions``). A
 node's edges are computed once and kept, so later walks over the same part of the graph
 read them back.
 
-Contract: the same walk as the whole graph's (:class:`query.graph.WalkGraph`), to the bit:
+Contract: the same walk as the whole graph's (:class:`query.whole_graph.WalkGraph`), to the bit:
 the same edges, weights and degrees (each node's whole visible edge list gives its
 degree), the nodes of a walk in the whole graph's order (entities by id, then chunks by
 row) so that every sum adds the same numbers in the same order, and the same bounds. A
@@ -31,10 +31,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from scipy import sparse
 
-import query.graph as whole_graph
+import query.whole_graph as whole_graph
 from query.columns import first_items, get_many, items_at, lists_at
-from query.graph import Seed, Step, WalkGraph
 from query.knowledge_layer import KnowledgeLayer
+from query.whole_graph import Seed, Step, WalkGraph
 from store.bundles import numbers
 
 ARROW_BATCH = 50_000
@@ -130,7 +130,7 @@ class LocalGraph:
 
     def described(self, norm: str) -> list[int]:
         """The entities with visible chunks that a visible statement describes as
-        ``norm`` (see :func:`query.graph._descriptions`), first stated first."""
+        ``norm`` (see :func:`query.whole_graph._descriptions`), first stated first."""
         found = self._described.get(norm)
         if found is not None:
             return found
@@ -174,7 +174,7 @@ class LocalGraph:
 
     def neighbourhood(self, seeds: np.ndarray) -> np.ndarray:
         """The nodes within ``MAX_HOPS`` edges of ``seeds``, in node order, bounded as
-        :meth:`query.graph.WalkGraph.neighbourhood` bounds them; every node of it read."""
+        :meth:`query.whole_graph.WalkGraph.neighbourhood` bounds them; every node of it read."""
         seen = set(seeds.tolist())
         frontier = sorted(seen)
         for _ in range(whole_graph.MAX_HOPS):
@@ -194,7 +194,7 @@ class LocalGraph:
     def walk(self, start: np.ndarray) -> np.ndarray:
         """Mass on every node after ``ITERATIONS`` steps of the walk with restart from
         ``start`` (one weight per node), run on the seeds' neighbourhood as
-        :meth:`query.graph.WalkGraph.walk` runs it."""
+        :meth:`query.whole_graph.WalkGraph.walk` runs it."""
         nodes = self.neighbourhood(np.flatnonzero(start))
         if len(nodes) * 2 > self._whole_size:
             return self._walk_whole(start)
@@ -223,7 +223,7 @@ class LocalGraph:
     def paths(
         self, seeds: Sequence[Seed], mass: np.ndarray, rows: Iterable[int]
     ) -> dict[int, tuple[str, tuple[Step, ...]]]:
-        """As :meth:`query.graph.WalkGraph.paths`: from each chunk row back to a seed
+        """As :meth:`query.whole_graph.WalkGraph.paths`: from each chunk row back to a seed
         along the edge that brought the most mass, at most ``PATH_HOPS`` edges."""
         seed_nodes = {s.node for s in seeds}
         found = {}

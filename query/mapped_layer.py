@@ -119,7 +119,7 @@ class EntityRows(Converted):
         ids: pa.Array,
         find: Callable[[str], int],
         find_all: Callable[[pa.Array], np.ndarray],
-        find_many: Callable[[list[str]], np.ndarray] | None = None,
+        find_many: Callable[[Any], np.ndarray] | None = None,
     ) -> None:
         self._ids, self._find, self._find_all = ids, find, find_all
         self._find_many = find_many
@@ -137,17 +137,15 @@ class EntityRows(Converted):
     def items_at(self, rows: Sequence[int]) -> list[int]:
         """The entity rows of relations ``rows``, their ids found in one pass when the
         entities' ids can be (``find_many``)."""
-        ids = self._ids.take(pa.array(rows, pa.int64())).to_pylist()
-        named = [i for i, value in enumerate(ids) if value is not None]
-        found = [-1] * len(ids)
-        wanted = [ids[i] for i in named]
+        ids = self._ids.take(pa.array(rows, pa.int64()))
+        named = np.flatnonzero(~pc.is_null(ids).to_numpy(zero_copy_only=False))
+        wanted = ids.filter(pc.is_valid(ids))
+        found = np.full(len(ids), -1, dtype=np.int64)
         if self._find_many is not None:
-            rows_found = self._find_many(wanted).tolist()
+            found[named] = self._find_many(wanted)
         else:
-            rows_found = [self._find(value) for value in wanted]
-        for i, row in zip(named, rows_found, strict=True):
-            found[i] = row
-        return found
+            found[named] = [self._find(value) for value in wanted.to_pylist()]
+        return found.tolist()  # type: ignore[no-any-return]
 
 
 def rows_in(ids: SortedColumn) -> tuple[Callable[[str], int], Callable[[pa.Array], np.ndarray]]:

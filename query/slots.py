@@ -27,10 +27,7 @@ import numpy as np
 
 from algorithms.normalize import normalize_surface
 from query.fusion import Slot
-from query.graph import Walk, WalkGraph
-from query.local_graph import LocalGraph
-
-Graph = WalkGraph | LocalGraph
+from query.graph import Graph, Walk
 
 MAX_NAMED = 4
 """Named things that get a slot ("whose director was born first" names up to four)."""

@@ -112,7 +112,7 @@ class Fenced(Scalars):
         at = bisect.bisect_left(self, value, lo, min(lo + self._every, len(self)))
         return at if at < len(self) and self[at] == value else -1
 
-    def find_many(self, values: Sequence[str]) -> np.ndarray:
+    def find_many(self, values: Sequence[str] | pa.Array) -> np.ndarray:
         """The row holding each of ``values`` (-1: not there): one vectorized search when
         the column holds ids of one width (:class:`SortedIds`: its prefixes are read
         whole on first use, one pass over the column), a search each otherwise."""
@@ -120,7 +120,31 @@ class Fenced(Scalars):
             self._ids = SortedIds.of(self.values)
         if isinstance(self._ids, SortedIds):
             return self._ids.positions(values)
-        return np.asarray([self.find(v) for v in values], dtype=np.int64)
+        strings = values.to_pylist() if isinstance(values, pa.Array) else values
+        return np.asarray([self.find(v) for v in strings], dtype=np.int64)
+
+
+def prefixes_of(values: pa.Array, width: int) -> np.ndarray | None:
+    """The first ``width`` bytes of each string of ``values`` (as ``S<width>``), read
+    from its buffers; ``None`` when the strings are not all one width of at least
+    ``width`` bytes, or one is null."""
+    if values.null_count or not pa.types.is_string(values.type) or not len(values):
+        return None
+    offsets = np.frombuffer(values.buffers()[1], dtype=np.int32)
+    offsets = offsets[values.offset : values.offset + len(values) + 1]
+    size = int(offsets[1] - offsets[0])
+    if size < width or np.any(np.diff(offsets) != size):
+        return None
+    data = np.frombuffer(values.buffers()[2], dtype=np.uint8)
+    data = data[offsets[0] : offsets[-1]].reshape(len(values), size)
+    return np.ascontiguousarray(data[:, :width]).view(f"S{width}").ravel()
+
+
+def _heads(prefixes: np.ndarray) -> np.ndarray:
+    """The first 8 bytes of each prefix as an unsigned number, ordered as the bytes are
+    (big-endian)."""
+    raw = np.ascontiguousarray(prefixes).view(np.uint8).reshape(len(prefixes), -1)
+    return np.ascontiguousarray(raw[:, :8]).view(">u8").ravel().astype(np.uint64)
 
 
 class SortedIds:
@@ -139,22 +163,14 @@ class SortedIds:
     def __init__(self, values: pa.Array, prefixes: np.ndarray) -> None:
         self._values = values
         self._prefixes = prefixes
+        self._heads: np.ndarray | None = None  # each prefix's first 8 bytes, as a number
 
     @classmethod
     def of(cls, values: pa.Array) -> "SortedIds | None":
         """The searchable column, or ``None`` when its values are not all one width of
         at least :data:`PREFIX` bytes, or hold a null."""
-        if values.null_count or not pa.types.is_string(values.type) or not len(values):
-            return None
-        offsets = np.frombuffer(values.buffers()[1], dtype=np.int32)
-        offsets = offsets[values.offset : values.offset + len(values) + 1]
-        width = int(offsets[1] - offsets[0])
-        if width < cls.PREFIX or np.any(np.diff(offsets) != width):
-            return None
-        data = np.frombuffer(values.buffers()[2], dtype=np.uint8)
-        data = data[offsets[0] : offsets[-1]].reshape(len(values), width)
-        prefixes = np.ascontiguousarray(data[:, : cls.PREFIX]).view(f"S{cls.PREFIX}").ravel()
-        return cls(values, prefixes)
+        prefixes = prefixes_of(values, cls.PREFIX)
+        return None if prefixes is None else cls(values, prefixes)
 
     def rows(self, wanted: Sequence[str]) -> np.ndarray:
         """Ascending distinct rows holding one of ``wanted`` (absent ones find nothing)."""
@@ -171,25 +187,37 @@ class SortedIds:
         ]
         return np.unique(np.asarray(found, dtype=np.int64))
 
-    def positions(self, wanted: Sequence[str]) -> np.ndarray:
-        """The row of each of ``wanted``, in their order (-1: not there)."""
+    def positions(self, wanted: Sequence[str] | pa.Array) -> np.ndarray:
+        """The row of each of ``wanted`` (strings, or an Arrow string array without
+        nulls), in their order (-1: not there). Searched by the first 8 bytes as numbers,
+        a match compared whole; ids that share those bytes by a search of their prefixes,
+        then one by one."""
         found = np.full(len(wanted), -1, dtype=np.int64)
         if not len(wanted):
             return found
-        keys = np.array([w.encode()[: self.PREFIX] for w in wanted], dtype=f"S{self.PREFIX}")
-        left = np.searchsorted(self._prefixes, keys, "left")
-        right = np.searchsorted(self._prefixes, keys, "right")
-        one = np.flatnonzero(right - left == 1)  # a prefix held once: compare that row whole
+        if self._heads is None:
+            self._heads = _heads(self._prefixes)
+        wanted = wanted if isinstance(wanted, pa.Array) else pa.array(wanted, pa.string())
+        keys = prefixes_of(wanted, self.PREFIX)
+        if keys is None:  # ids of other widths: their prefixes one by one
+            keys = np.array(
+                [w.encode()[: self.PREFIX] for w in wanted.to_pylist()], dtype=f"S{self.PREFIX}"
+            )
+        heads = _heads(keys)
+        left = np.searchsorted(self._heads, heads, "left")
+        right = np.searchsorted(self._heads, heads, "right")
+        one = np.flatnonzero(right - left == 1)  # held once: compare that row whole
         if len(one):
             rows = left[one]
-            same = pc.equal(
-                self._values.take(pa.array(rows)), pa.array([wanted[i] for i in one.tolist()])
-            )
+            same = pc.equal(self._values.take(pa.array(rows)), wanted.take(pa.array(one)))
             hit = np.asarray(same.to_numpy(zero_copy_only=False), dtype=bool)
             found[one[hit]] = rows[hit]
-        for i in np.flatnonzero(right - left > 1).tolist():  # a prefix held twice: rare
-            for row in range(int(left[i]), int(right[i])):
-                if self._values[row].as_py() == wanted[i]:
+        for i in np.flatnonzero(right - left > 1).tolist():  # shared first bytes: rare
+            lo = int(np.searchsorted(self._prefixes, keys[i], "left"))
+            hi = int(np.searchsorted(self._prefixes, keys[i], "right"))
+            value = wanted[i].as_py()
+            for row in range(lo, hi):
+                if self._values[row].as_py() == value:
                     found[i] = row
         return found
 

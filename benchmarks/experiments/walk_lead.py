@@ -112,8 +112,9 @@ def collect(data: str, root: str) -> tuple[Any, dict[str, dict[str, Any]], list[
     from query import answer, open_bundle
     from query.answers import WALK_DENSE_DEPTH, walk_spread
     from query.fusion import fuse
-    from query.graph import _DISAMBIGUATION, chunk_titles, graph_arm, walk_graph
+    from query.graph import chunk_titles, graph_arm, walk_graph
     from query.retrieval import dense_arm, lexical_arm
+    from query.whole_graph import _DISAMBIGUATION
 
     dataset = load_dataset(data)
     bundle = open_bundle(sorted(glob.glob(os.path.join(root, "bundles", "*")))[-1], verify=False)

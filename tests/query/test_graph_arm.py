@@ -5,7 +5,7 @@ KnowledgeLayer class, five chunks), and the router's multi-hop cues."""
 import numpy as np
 import pytest
 
-import query.graph as graph_module
+import query.whole_graph as graph_module
 from algorithms.normalize import normalize_surface
 from query.fusion import ArmHit, fuse
 from query.graph import MAX_SEED_CHUNKS, Walk, entity_seeds, graph_arm, text_spread, walk_graph

@@ -246,7 +246,7 @@ def test_the_walk_graph_holds_the_edges_the_tables_name(bundle, half):
     same (the graph read node by node is checked against it below)."""
     import numpy as np
 
-    from query.graph import build_whole
+    from query.whole_graph import build_whole
 
     layer, rows = bundle.knowledge, bundle.row_of_chunk
     visible = np.arange(0, len(bundle.chunk_ids), 2) if half else None

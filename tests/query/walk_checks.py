@@ -3,9 +3,10 @@ built over every row does (query.graph.build_whole), shared by the query and upd
 
 import numpy as np
 
-import query.graph as graph_module
-from query.graph import Seed, build_whole, walk_graph
+import query.whole_graph as whole_graph
+from query.graph import walk_graph
 from query.local_graph import LocalGraph
+from query.whole_graph import Seed, build_whole
 
 
 def seed_sets(n_entities: int, n_chunks: int, count: int = 12) -> list[list[int]]:
@@ -71,4 +72,4 @@ def assert_same_walks(layer, whole_layer, chunk_ids, row_of_chunk, visible, titl
 def local_hops(monkeypatch, hops: int) -> None:
     """Bound the walk's neighbourhood to ``hops`` edges (a small bundle's walks then stay
     local, as a large corpus's do)."""
-    monkeypatch.setattr(graph_module, "MAX_HOPS", hops)
+    monkeypatch.setattr(whole_graph, "MAX_HOPS", hops)
