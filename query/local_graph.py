@@ -22,6 +22,7 @@ chunks' titles, only when titles are given).
 """
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from itertools import pairwise
 from typing import Any, NamedTuple
@@ -36,10 +37,58 @@ from query.columns import first_items, get_many, items_at, lists_at
 from query.knowledge_layer import KnowledgeLayer
 from query.whole_graph import Seed, Step, WalkGraph
 from store.bundles import numbers
+from store.sorted_columns import SortedIds, increasing
 
 ARROW_BATCH = 50_000
 """Chunk ids in a batch past which they are matched to rows in Arrow (hashing the
 bundle's ids once per batch) rather than one by one."""
+
+
+class ChunkIndex:
+    """A bundle's chunk ids searched many at a time: sorted (their order kept when the
+    rows are not in id order), each batch found by :class:`store.sorted_columns.SortedIds`;
+    ids not all of one width are hashed with each batch instead."""
+
+    def __init__(self, chunk_ids: Sequence[str]) -> None:
+        self._ids = pa.array(chunk_ids, pa.string())
+        self._order: np.ndarray | None = None
+        ordered = self._ids
+        if not increasing(ordered):
+            self._order = numbers(pc.sort_indices(ordered)).astype(np.int64)
+            ordered = ordered.take(pa.array(self._order))
+        self._search = SortedIds.of(ordered)
+
+    def rows(self, ids: pa.Array) -> np.ndarray:
+        """The row of each of ``ids`` (-1: not a chunk of the bundle)."""
+        if self._search is None or ids.null_count:
+            at = pc.index_in(ids, value_set=self._ids)
+            return numbers(pc.fill_null(at, -1)).astype(np.int64)  # type: ignore[no-any-return]
+        found = self._search.positions(ids)
+        if self._order is None:
+            return found
+        return np.where(found >= 0, self._order[np.maximum(found, 0)], -1)
+
+
+_CHUNK_INDEXES: "OrderedDict[int, tuple[Sequence[str], ChunkIndex]]" = OrderedDict()
+_CHUNK_LOCK = threading.Lock()
+HELD_CHUNK_INDEXES = 2
+"""Bundles whose chunk index is kept (a reader's current generation and the one before)."""
+
+
+def chunk_index(chunk_ids: Sequence[str]) -> ChunkIndex:
+    """The :class:`ChunkIndex` of a bundle's chunk ids, made once per list of ids (the
+    list is held with it, so its identity is not reused while it is kept)."""
+    with _CHUNK_LOCK:
+        held = _CHUNK_INDEXES.get(id(chunk_ids))
+        if held is not None and held[0] is chunk_ids:
+            _CHUNK_INDEXES.move_to_end(id(chunk_ids))
+            return held[1]
+    index = ChunkIndex(chunk_ids)
+    with _CHUNK_LOCK:
+        _CHUNK_INDEXES[id(chunk_ids)] = (chunk_ids, index)
+        while len(_CHUNK_INDEXES) > HELD_CHUNK_INDEXES:
+            _CHUNK_INDEXES.popitem(last=False)
+    return index
 
 
 class _Entity(NamedTuple):
@@ -107,7 +156,6 @@ class LocalGraph:
         self._counts: dict[int, int] = {}
         self._visible_chunks: dict[int, list[int]] = {}
         self._ids: dict[int, str] = {}  # entity ids read (an overlaid layer's node order)
-        self._chunk_array: pa.Array | None = None
         self._entities: dict[int, _Entity] = {}
         self._chunks: dict[int, _Chunk] = {}
         self._described: dict[str, list[int]] = {}
@@ -286,17 +334,14 @@ class LocalGraph:
     def _chunk_rows(self, lists: pa.Array) -> tuple[np.ndarray, np.ndarray]:
         """For each chunk id in ``lists`` (an Arrow list array): the list it is in, and
         its chunk row (-1: not a chunk of this bundle). A long batch is matched in Arrow
-        against the bundle's ids, a short one through the row map."""
+        against the bundle's ids (:func:`chunk_index`), a short one through the row map."""
         owners = numbers(pc.list_parent_indices(lists)).astype(np.int64)
         items = pc.list_flatten(lists)
         if len(items) < ARROW_BATCH:
             rows = self._rows
             found = [rows.get(c, -1) for c in items.to_pylist()]
             return owners, np.asarray(found, dtype=np.int64)
-        if self._chunk_array is None:
-            self._chunk_array = pa.array(self.chunk_ids, pa.string())
-        at = pc.index_in(items, value_set=self._chunk_array)  # ids' places are their rows
-        return owners, numbers(pc.fill_null(at, -1)).astype(np.int64)
+        return owners, chunk_index(self.chunk_ids).rows(items.cast(pa.string()))
 
     def _shown(self, entities: Sequence[int]) -> dict[int, bool]:
         """Whether each entity occurs in a visible chunk: its count when counted, else

@@ -140,11 +140,11 @@ def prefixes_of(values: pa.Array, width: int) -> np.ndarray | None:
     return np.ascontiguousarray(data[:, :width]).view(f"S{width}").ravel()
 
 
-def _heads(prefixes: np.ndarray) -> np.ndarray:
-    """The first 8 bytes of each prefix as an unsigned number, ordered as the bytes are
-    (big-endian)."""
+def _heads(prefixes: np.ndarray, skip: int = 0) -> np.ndarray:
+    """8 bytes of each prefix (from byte ``skip``) as an unsigned number, ordered as the
+    bytes are (big-endian)."""
     raw = np.ascontiguousarray(prefixes).view(np.uint8).reshape(len(prefixes), -1)
-    return np.ascontiguousarray(raw[:, :8]).view(">u8").ravel().astype(np.uint64)
+    return np.ascontiguousarray(raw[:, skip : skip + 8]).view(">u8").ravel().astype(np.uint64)
 
 
 class SortedIds:
@@ -164,6 +164,7 @@ class SortedIds:
         self._values = values
         self._prefixes = prefixes
         self._heads: np.ndarray | None = None  # each prefix's first 8 bytes, as a number
+        self._tails: np.ndarray | None = None  # and its next 8
 
     @classmethod
     def of(cls, values: pa.Array) -> "SortedIds | None":
@@ -190,7 +191,7 @@ class SortedIds:
     def positions(self, wanted: Sequence[str] | pa.Array) -> np.ndarray:
         """The row of each of ``wanted`` (strings, or an Arrow string array without
         nulls), in their order (-1: not there). Searched by the first 8 bytes as numbers,
-        a match compared whole; ids that share those bytes by a search of their prefixes,
+        a match compared whole; ids that share those bytes by their next 8 within them,
         then one by one."""
         found = np.full(len(wanted), -1, dtype=np.int64)
         if not len(wanted):
@@ -204,17 +205,24 @@ class SortedIds:
                 [w.encode()[: self.PREFIX] for w in wanted.to_pylist()], dtype=f"S{self.PREFIX}"
             )
         heads = _heads(keys)
-        left = np.searchsorted(self._heads, heads, "left")
-        right = np.searchsorted(self._heads, heads, "right")
+        order = np.argsort(heads, kind="stable")  # sorted keys: each search starts near the last
+        left, right = np.empty_like(order), np.empty_like(order)
+        left[order] = np.searchsorted(self._heads, heads[order], "left")
+        right[order] = np.searchsorted(self._heads, heads[order], "right")
         one = np.flatnonzero(right - left == 1)  # held once: compare that row whole
         if len(one):
             rows = left[one]
             same = pc.equal(self._values.take(pa.array(rows)), wanted.take(pa.array(one)))
             hit = np.asarray(same.to_numpy(zero_copy_only=False), dtype=bool)
             found[one[hit]] = rows[hit]
-        for i in np.flatnonzero(right - left > 1).tolist():  # shared first bytes: rare
-            lo = int(np.searchsorted(self._prefixes, keys[i], "left"))
-            hi = int(np.searchsorted(self._prefixes, keys[i], "right"))
+        shared = np.flatnonzero(right - left > 1)  # shared first bytes: rare
+        if len(shared) and self._tails is None:
+            self._tails = _heads(self._prefixes, 8)
+        tails = _heads(keys[shared], 8) if len(shared) else heads[:0]
+        for i, tail in zip(shared.tolist(), tails.tolist(), strict=True):
+            block = self._tails[left[i] : right[i]]  # type: ignore[index]  # made above
+            lo = int(left[i] + np.searchsorted(block, tail, "left"))
+            hi = int(left[i] + np.searchsorted(block, tail, "right"))
             value = wanted[i].as_py()
             for row in range(lo, hi):
                 if self._values[row].as_py() == value:
