@@ -67,6 +67,13 @@ class Walk(NamedTuple):
         return self.graph.paths(self.seeds, self.mass, rows)
 
 
+LOCAL_FROM = 200_000
+"""Nodes (entities and chunks) from which a layer's walk graph is read node by node. A
+smaller graph is built whole on its first walk (at 10k synthetic documents, 54k nodes, in
+0.06–0.09 s; 200k nodes take about 0.7 s) and every later walk is a few sparse products on
+it, where a node-by-node walk assembles its neighbourhood's edges in Python each time: on
+HotpotQA's and MuSiQue's train100 bundles the multi-hop route's p95 was 2–4× that of the
+whole graph (docs/benchmarks.md, issue 53)."""
 _LOCK = threading.Lock()
 
 
@@ -79,11 +86,12 @@ def walk_graph(
 ) -> Graph:
     """The graph over the chunks in ``visible_rows`` (``None``: every chunk), kept on the
     layer per visible set: read node by node from the layer's lookups when it has them
+    and the graph has :data:`LOCAL_FROM` nodes or more
     (:class:`query.local_graph.LocalGraph`: nothing is built here), else built whole over
     the layer's rows (an overlaid layer's fold). ``titles`` gives each chunk row's
     document title (:func:`chunk_titles`), called when the graph first needs it: with it,
     an entity also leads to the document titled with its name."""
-    local = has_lookups(layer)
+    local = has_lookups(layer) and len(layer.entity_ids) + len(chunk_ids) >= LOCAL_FROM
     if not local:
         layer = layer.folded()
     key = None if visible_rows is None else hashlib.sha256(visible_rows.tobytes()).hexdigest()

@@ -463,27 +463,34 @@ def overlaid(
             rel.dead,
             relation_ids.__getitem__,
         ),
-        chunk_entities=None
-        if base.chunk_entities is None
-        else Overlaid(
+        chunk_entities=_overlaid_lookup(
             base.chunk_entities,
-            grouped_lists(range(len(delta_chunks)), list(delta_chunks)),
-            ent.offset,
-            ent.dead,
+            lambda: grouped_lists(range(len(delta_chunks)), list(delta_chunks)),
+            ent,
             entity_ids.__getitem__,
         ),
-        descriptions=None
-        if base.descriptions is None
-        else Overlaid(
+        descriptions=_overlaid_lookup(
             base.descriptions,
-            _descriptions(categories, rel.values("object_text")),
-            rel.offset,
-            rel.dead,
+            lambda: _descriptions(categories, rel.values("object_text")),
+            rel,
             relation_ids.__getitem__,
         ),
         dead_entities=frozenset(ent.dead),
         fold=fold,
     )
+
+
+def _overlaid_lookup(
+    base: Mapping[Any, list[int]] | None,
+    delta: Callable[[], Mapping[Any, list[int]]],
+    change: Change,
+    order: Callable[[int], Any],
+) -> Mapping[Any, list[int]] | None:
+    """A base's lookup with the change's on top (``delta``: the change's own, made only
+    when the base has the lookup), or ``None`` when the base has none."""
+    if base is None:
+        return None
+    return Overlaid(base, delta(), change.offset, change.dead, order)
 
 
 def _descriptions(categories: Sequence[str], texts: Sequence[str | None]) -> dict[str, list[int]]:

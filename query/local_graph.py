@@ -24,7 +24,6 @@ chunks' titles, only when titles are given).
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from itertools import pairwise
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -273,28 +272,15 @@ class LocalGraph:
     ) -> dict[int, tuple[str, tuple[Step, ...]]]:
         """As :meth:`query.whole_graph.WalkGraph.paths`: from each chunk row back to a seed
         along the edge that brought the most mass, at most ``PATH_HOPS`` edges."""
-        seed_nodes = {s.node for s in seeds}
-        found = {}
-        for row in sorted(set(rows)):
-            trail = [self.n_entities + row]
-            while trail[-1] not in seed_nodes and len(trail) <= whole_graph.PATH_HOPS:
-                self._read([trail[-1]])
-                sources, values = self._in_edges(trail[-1], lambda v: bool(mass[v] > 0))
-                inflow = np.asarray(values, dtype=np.float32) * mass[sources]
-                best = [
-                    sources[i]
-                    for i in np.lexsort((np.arange(len(sources)), -inflow)).tolist()
-                    if inflow[i] > 0 and sources[i] not in trail
-                ]
-                if not best:
-                    break
-                trail.append(best[0])
-            if trail[-1] not in seed_nodes:
-                continue
-            trail.reverse()
-            steps = tuple(Step(self._via(a, b), self.label(b)) for a, b in pairwise(trail))
-            found[row] = (self.label(trail[0]), steps)
-        return found
+
+        def in_edges(v: int) -> tuple[np.ndarray, np.ndarray]:
+            self._read([v])
+            sources, values = self._in_edges(v, lambda u: bool(mass[u] > 0))
+            return np.asarray(sources, dtype=np.int64), np.asarray(values, dtype=np.float32)
+
+        return whole_graph.trace_paths(
+            seeds, mass, rows, self.n_entities, in_edges, self._via, self.label
+        )
 
     # Edges, read from the layer a batch of nodes at a time.
 

@@ -157,30 +157,12 @@ class WalkGraph:
     ) -> dict[int, tuple[str, tuple[Step, ...]]]:
         """Walk back from each chunk row to a seed along the edge that brought the most
         mass (``matrix[v, u] * mass[u]``), at most ``PATH_HOPS`` edges."""
-        seed_nodes = {s.node for s in seeds}
-        found = {}
-        for row in sorted(set(rows)):
-            node = self.n_entities + row
-            trail = [node]
-            while trail[-1] not in seed_nodes and len(trail) <= PATH_HOPS:
-                v = trail[-1]
-                lo, hi = self.matrix.indptr[v], self.matrix.indptr[v + 1]
-                sources = self.matrix.indices[lo:hi]
-                inflow = self.matrix.data[lo:hi] * mass[sources]
-                best = [
-                    int(sources[i])
-                    for i in np.lexsort((sources, -inflow))
-                    if inflow[i] > 0 and int(sources[i]) not in trail
-                ]
-                if not best:
-                    break
-                trail.append(best[0])
-            if trail[-1] not in seed_nodes:
-                continue
-            trail.reverse()
-            steps = tuple(Step(self._via(a, b), self.label(b)) for a, b in pairwise(trail))
-            found[row] = (self.label(trail[0]), steps)
-        return found
+        indptr, indices, data = self.matrix.indptr, self.matrix.indices, self.matrix.data
+
+        def in_edges(v: int) -> tuple[np.ndarray, np.ndarray]:
+            return indices[indptr[v] : indptr[v + 1]], data[indptr[v] : indptr[v + 1]]
+
+        return trace_paths(seeds, mass, rows, self.n_entities, in_edges, self._via, self.label)
 
     def _via(self, a: int, b: int) -> str:
         if a < self.n_entities and b < self.n_entities:
@@ -358,3 +340,42 @@ def about_edges(
             entities += [e] * len(rows)
             chunks += rows
     return np.asarray(entities, dtype=np.int64), np.asarray(chunks, dtype=np.int64), rows_of
+
+
+EdgesIn = Callable[[int], tuple[np.ndarray, np.ndarray]]
+"""A node -> the nodes that send it mass, in node order, and the share each sends."""
+
+
+def trace_paths(
+    seeds: Sequence[Seed],
+    mass: np.ndarray,
+    rows: Iterable[int],
+    n_entities: int,
+    in_edges: EdgesIn,
+    via: Callable[[int, int], str],
+    label: Callable[[int], str],
+) -> dict[int, tuple[str, tuple[Step, ...]]]:
+    """Walk back from each chunk row to a seed along the edge that brought the most mass
+    (share × the sender's mass; ties to the sender first in node order), at most
+    ``PATH_HOPS`` edges: the seed's label and the steps, for each row that reaches one."""
+    seed_nodes = {s.node for s in seeds}
+    found = {}
+    for row in sorted(set(rows)):
+        trail = [n_entities + row]
+        while trail[-1] not in seed_nodes and len(trail) <= PATH_HOPS:
+            sources, values = in_edges(trail[-1])
+            inflow = values * mass[sources]
+            best = [
+                int(sources[i])
+                for i in np.lexsort((np.arange(len(sources)), -inflow)).tolist()
+                if inflow[i] > 0 and int(sources[i]) not in trail
+            ]
+            if not best:
+                break
+            trail.append(best[0])
+        if trail[-1] not in seed_nodes:
+            continue
+        trail.reverse()
+        steps = tuple(Step(via(a, b), label(b)) for a, b in pairwise(trail))
+        found[row] = (label(trail[0]), steps)
+    return found

@@ -412,7 +412,9 @@ def test_the_first_walk_reads_the_seeds_neighbourhood_not_the_layer(bundle, tmp_
     from store import knowledge_layers
     from store.bundles import ENTITIES
     from store.knowledge_maps import map_name, write_maps
+    from tests.query.walk_checks import read_node_by_node
 
+    read_node_by_node(monkeypatch)
     entities = pq.read_table(f"{bundle.path}/{ENTITIES}")
     template = entities.slice(0, 1).to_pylist()[0]
     read = {}

@@ -5,12 +5,13 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+import query.graph as graph_module
 from algorithms.normalize import normalize_surface
 from query.graph import graph_arm, walk_graph
 from query.local_graph import ChunkIndex, LocalGraph, has_lookups
 from query.whole_graph import build_whole
 from tests.query.test_graph_arm import CHUNKS, ENTITIES, QUESTION, _layer
-from tests.query.walk_checks import assert_same_walks, local_hops
+from tests.query.walk_checks import assert_same_walks, local_hops, read_node_by_node
 
 
 def _with_lookups(layer):
@@ -52,7 +53,8 @@ def test_a_layer_of_lists_walks_as_its_whole_graph(hops, visible, monkeypatch):
     assert stayed > 0 or hops == 3
 
 
-def test_the_arm_ranks_as_on_the_whole_graph():
+def test_the_arm_ranks_as_on_the_whole_graph(monkeypatch):
+    read_node_by_node(monkeypatch)
     layer = _described_layer()
     rows = {c: i for i, c in enumerate(CHUNKS)}
     local = walk_graph(layer, CHUNKS, rows, None)
@@ -66,11 +68,18 @@ def test_the_arm_ranks_as_on_the_whole_graph():
         assert mine.paths(rows_hit) == theirs.paths(rows_hit)
 
 
-def test_a_layer_without_the_lookups_gets_the_whole_graph():
+def test_a_layer_without_the_lookups_or_a_small_graph_gets_the_whole_graph(monkeypatch):
+    rows = {c: i for i, c in enumerate(CHUNKS)}
     layer = _layer()
     assert not has_lookups(layer)
-    graph = walk_graph(layer, CHUNKS, {c: i for i, c in enumerate(CHUNKS)}, None)
-    assert not isinstance(graph, LocalGraph)
+    read_node_by_node(monkeypatch)
+    assert not isinstance(walk_graph(layer, CHUNKS, rows, None), LocalGraph)
+    monkeypatch.setattr(graph_module, "LOCAL_FROM", 12)  # 6 entities and 5 chunks
+    small = _described_layer()
+    assert has_lookups(small) and not isinstance(walk_graph(small, CHUNKS, rows, None), LocalGraph)
+    monkeypatch.setattr(graph_module, "LOCAL_FROM", 11)
+    small.walk_graphs.clear()
+    assert isinstance(walk_graph(small, CHUNKS, rows, None), LocalGraph)
     with pytest.raises(ValueError, match="lookups"):
         LocalGraph(layer, CHUNKS, {}, None)
 

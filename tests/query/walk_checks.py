@@ -3,8 +3,8 @@ built over every row does (query.graph.build_whole), shared by the query and upd
 
 import numpy as np
 
+import query.graph as graph_module
 import query.whole_graph as whole_graph
-from query.graph import walk_graph
 from query.local_graph import LocalGraph
 from query.whole_graph import Seed, build_whole
 
@@ -27,8 +27,7 @@ def assert_same_walks(layer, whole_layer, chunk_ids, row_of_chunk, visible, titl
     descriptions, neighbours, walks (to the bit) and paths, entities compared by id.
     Returns how many of the walks stayed local (did not walk the whole graph)."""
     layer.walk_graphs.clear()
-    local = walk_graph(layer, chunk_ids, row_of_chunk, visible, titles)
-    assert isinstance(local, LocalGraph)
+    local = LocalGraph(layer, chunk_ids, row_of_chunk, visible, titles)
     whole = build_whole(whole_layer, chunk_ids, row_of_chunk, visible, titles)
     n, m = local.n_entities, whole.n_entities
     mine = {entity_id: e for e, entity_id in enumerate(layer.entity_ids)}
@@ -73,3 +72,8 @@ def local_hops(monkeypatch, hops: int) -> None:
     """Bound the walk's neighbourhood to ``hops`` edges (a small bundle's walks then stay
     local, as a large corpus's do)."""
     monkeypatch.setattr(whole_graph, "MAX_HOPS", hops)
+
+
+def read_node_by_node(monkeypatch) -> None:
+    """Give every layer with the lookups a graph read node by node, however small."""
+    monkeypatch.setattr(graph_module, "LOCAL_FROM", 0)
