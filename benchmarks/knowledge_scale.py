@@ -180,8 +180,9 @@ def step_open(work: str) -> dict[str, Any]:
     every row of the tables, as a reader without map files does (``open_rows_s``), with
     the same lookups on it (``lookups_rows_s``; they must reach the same relations).
     ``first_walk_s``: the graph arm's first walk on the opened layer
-    (:data:`WALKS` queries, each an entity's name, each on a walk graph made afresh, as
-    the first walking query of a generation makes it: ``query.graph.walk_graph``, then
+    (:data:`WALKS` queries, each an entity's name, each on a walk graph read node by node
+    made afresh, as the first walking query of a generation makes it past
+    ``query.graph.LOCAL_FROM`` nodes: ``query.local_graph.LocalGraph``, then
     ``graph_arm``), the first of them and the median, and the nodes whose edges they
     read; ``walk_graph_s``: the whole graph over every chunk, as the first walk built it
     before it read node by node (``query.graph.build_whole``; the walks on it must rank
@@ -228,21 +229,21 @@ WALKS = 20
 
 def _first_walks(layer: Any, chunk_ids: list[str], names: list[str]) -> list[dict[str, Any]]:
     """Each name walked from a walk graph made afresh: seconds, nodes read, chunks ranked."""
-    from query.graph import graph_arm, walk_graph
+    from query.graph import graph_arm
+    from query.local_graph import LocalGraph
 
     rows = {c: i for i, c in enumerate(chunk_ids)}
     walks = []
     for name in names:
-        layer.walk_graphs.clear()
         started = time.perf_counter()
-        graph = walk_graph(layer, chunk_ids, rows, None)
+        graph = LocalGraph(layer, chunk_ids, rows, None)  # at any size (see LOCAL_FROM)
         walk = graph_arm(layer, graph, name, [], 10)
         seconds = time.perf_counter() - started
         walks.append(
             {
                 "name": name,
                 "s": seconds,
-                "nodes_read": getattr(graph, "nodes_read", graph.size),
+                "nodes_read": graph.nodes_read,
                 "seeds": len(walk.seeds),
                 "hits": [chunk_ids[h.row] for h in walk.hits],
             }

@@ -16,6 +16,7 @@ that first use.
 """
 
 import os
+import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -486,11 +487,42 @@ def _overlaid_lookup(
     change: Change,
     order: Callable[[int], Any],
 ) -> Mapping[Any, list[int]] | None:
-    """A base's lookup with the change's on top (``delta``: the change's own, made only
-    when the base has the lookup), or ``None`` when the base has none."""
+    """A base's lookup with the change's on top, or ``None`` when the base has none; the
+    change's own (``delta``) is made on the first lookup, not by the reopen (the graph
+    arm's walk is what reads these)."""
     if base is None:
         return None
-    return Overlaid(base, delta(), change.offset, change.dead, order)
+    return Deferred(lambda: Overlaid(base, delta(), change.offset, change.dead, order))
+
+
+class Deferred(Mapping[Any, list[int]]):
+    """A lookup made on its first use."""
+
+    def __init__(self, make: Callable[[], Mapping[Any, list[int]]]) -> None:
+        self._make: Callable[[], Mapping[Any, list[int]]] | None = make
+        self._made: Mapping[Any, list[int]] | None = None
+        self._lock = threading.Lock()
+
+    def _lookup(self) -> Mapping[Any, list[int]]:
+        if self._made is None:
+            with self._lock:
+                if self._made is None and self._make is not None:
+                    self._made, self._make = self._make(), None
+        assert self._made is not None
+        return self._made
+
+    def __getitem__(self, key: Any) -> list[int]:
+        return self._lookup()[key]
+
+    def get_many(self, keys: Sequence[Any]) -> list[list[int]]:
+        """Each key's rows (``[]``: not a key), in one pass where the lookup offers one."""
+        return get_many(self._lookup(), keys)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._lookup())
+
+    def __len__(self) -> int:
+        return len(self._lookup())
 
 
 def _descriptions(categories: Sequence[str], texts: Sequence[str | None]) -> dict[str, list[int]]:
