@@ -313,9 +313,9 @@ class LocalGraph:
         pairs = np.unique(owners * len(self.chunk_ids) + rows)  # by owner, then row
         bounds = np.searchsorted(pairs // max(len(self.chunk_ids), 1), np.arange(len(wanted) + 1))
         distinct = (pairs % max(len(self.chunk_ids), 1)).tolist()
-        for i, e in enumerate(wanted):
-            self._counts[e] = counts[i]
+        for i, e in enumerate(wanted):  # chunks first: a count means both are there
             self._visible_chunks[e] = distinct[bounds[i] : bounds[i + 1]]
+            self._counts[e] = counts[i]
 
     def _chunk_rows(self, lists: pa.Array) -> tuple[np.ndarray, np.ndarray]:
         """For each chunk id in ``lists`` (an Arrow list array): the list it is in, and
