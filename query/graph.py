@@ -19,9 +19,10 @@ Work per query is bounded by the seeds, not by the corpus: at most ``MAX_SEEDS``
 seeds; the walk runs on their neighbourhood (at most ``MAX_HOPS`` edges out and
 ``MAX_NODES`` nodes, hubs not expanded), ``ITERATIONS`` sparse products over its edges; and
 it is deterministic (ties by chunk id). A layer that answers the lookups of
-:mod:`query.local_graph` (every bundle whose knowledge tables have map files) gives a graph
-whose nodes' edges are read when a walk reaches them; any other, the whole graph, built on
-first use. Either is kept with the knowledge layer, per set of visible chunks.
+:mod:`query.local_graph` (every bundle whose knowledge tables have map files) gives, past
+:data:`LOCAL_FROM` nodes, a graph whose nodes' edges are read when a walk reaches them; any
+other, the whole graph (:mod:`query.whole_graph`), built on first use. Either is kept with
+the knowledge layer, per set of visible chunks.
 """
 
 import hashlib

@@ -59,7 +59,7 @@ from store.knowledge_layers import (
     read_file,
     table_schema,
 )
-from store.knowledge_maps import DESCRIPTION, FUNCTIONAL_CATEGORIES
+from store.knowledge_maps import DESCRIPTION, FUNCTIONAL_CATEGORIES, description_rows
 from store.sorted_columns import finder
 
 
@@ -528,10 +528,5 @@ class Deferred(Mapping[Any, list[int]]):
 def _descriptions(categories: Sequence[str], texts: Sequence[str | None]) -> dict[str, list[int]]:
     """normalized description -> the delta's relation rows (its own numbering) that state
     it, as :func:`store.knowledge_maps.write_maps` indexes the base's."""
-    found: dict[str, list[int]] = defaultdict(list)
-    for r, (category, text) in enumerate(zip(categories, texts, strict=True)):
-        if category == DESCRIPTION and text:
-            norm = normalize_surface(text)
-            if " " in norm:
-                found[norm].append(r)
-    return dict(found)
+    named = [r for r, category in enumerate(categories) if category == DESCRIPTION]
+    return description_rows(named, [texts[r] for r in named], normalize_surface)

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from query.columns import ArrowSequence, Converted
+from query.columns import ArrowSequence, Converted, get_many
 from query.knowledge_layer import SURFACE_COLUMNS, KnowledgeLayer, Surface, index_file_view
 from store.bundles import COMMUNITIES, COMMUNITY_INDEX, ENTITIES, RELATION_INDEX, RELATIONS, numbers
 from store.knowledge_maps import MAPPED, fenced, map_column, open_map
@@ -174,11 +174,7 @@ class ByEntity(Mapping[int, list[int]]):
 
     def get_many(self, rows: Sequence[int]) -> list[list[int]]:
         """Each entity row's relation rows (``[]``: none), looked up in one pass."""
-        get_many = getattr(self._ends, "get_many", None)
-        ids = self._entity_ids.items_at(rows)
-        if get_many is None:
-            return [self._ends.get(i, []) for i in ids]
-        return get_many(ids)  # type: ignore[no-any-return]
+        return get_many(self._ends, self._entity_ids.items_at(rows))
 
     def __iter__(self) -> Iterator[int]:
         found = (self._find(key) for key in self._ends)

@@ -27,7 +27,7 @@ from algorithms.normalize import normalize_surface
 from query.columns import ArrowSequence, list_items
 from query.knowledge_layer import KnowledgeLayer
 from store.bundles import numbers
-from store.knowledge_maps import DESCRIPTION
+from store.knowledge_maps import DESCRIPTION, description_rows
 
 DAMPING = 0.85
 ITERATIONS = 20
@@ -272,19 +272,13 @@ def _descriptions(
     A plain noun phrase is no entity ("an independent publishing house" names nothing
     by itself), but stated of a named thing it describes that thing: a question that
     refers to the thing by the description seeds the thing."""
-    rows = rows[_equal(layer.categories, DESCRIPTION)[rows]]
-    texts = layer.object_texts
-    norms: dict[str, str] = {}  # a description stated of many things is normalized once
-    found: dict[str, dict[int, None]] = {}  # subjects in the order first stated, each once
-    for r in rows.tolist():
-        text = texts[r]
-        norm = norms.get(text)
-        if norm is None:
-            norm = norms[text] = normalize_surface(text)
-        if " " not in norm:
-            continue  # one word ("a vocalist") says what kind of thing, not which
-        found.setdefault(norm, {})[int(subject[r])] = None
-    return {norm: list(subjects) for norm, subjects in found.items()}
+    rows = rows[_equal(layer.categories, DESCRIPTION)[rows]].tolist()
+    texts = [layer.object_texts[r] for r in rows]
+    found = description_rows(rows, texts, normalize_surface)
+    # each subject once, in the order first stated
+    return {
+        norm: list(dict.fromkeys(int(subject[r]) for r in named)) for norm, named in found.items()
+    }
 
 
 def _equal(values: Sequence[Any], value: Any) -> np.ndarray:

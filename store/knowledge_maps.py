@@ -23,7 +23,7 @@ metadata names the table file's size: a map whose table file changed is not used
 """
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -180,17 +180,32 @@ def map_bytes(
 
 
 def _descriptions(relations: pa.Table, normalize: Normalize) -> pa.StructArray:
-    """normalized description -> the relations of category :data:`DESCRIPTION` whose
-    object text normalizes to it, ascending; descriptions of one word are left out ("a
-    vocalist" says what kind of thing, not which). Each distinct text is normalized
-    once."""
+    """The ``descriptions`` lookup of a relations table (:func:`description_rows`)."""
     rows = np.flatnonzero(_flags(pc.fill_null(pc.equal(relations["category"], DESCRIPTION), False)))
     texts = relations.column("object_text").take(pa.array(rows, pa.int64())).to_pylist()
-    norm_of = {text: normalize(text) for text in set(texts) if text}
-    norms = [norm_of.get(text, "") if text else "" for text in texts]
-    kept = np.asarray([" " in n for n in norms], dtype=bool)
-    keys = pa.array([n for n, k in zip(norms, kept, strict=True) if k], pa.string())
-    return grouped(keys, rows[kept])
+    found = description_rows(rows.tolist(), texts, normalize)
+    keys = pa.array([norm for norm, named in found.items() for _ in named], pa.string())
+    return grouped(keys, np.asarray([r for named in found.values() for r in named], np.int64))
+
+
+def description_rows(
+    rows: Iterable[int], texts: Iterable[str | None], normalize: Normalize
+) -> dict[str, list[int]]:
+    """normalized description -> those of ``rows`` (relations of category
+    :data:`DESCRIPTION`, whose object ``texts`` are given) that state it, in the order
+    given; a description of one word is left out ("a vocalist" says what kind of thing,
+    not which). Each distinct text is normalized once."""
+    norm_of: dict[str, str] = {}
+    found: dict[str, list[int]] = {}
+    for row, text in zip(rows, texts, strict=True):
+        if not text:
+            continue
+        norm = norm_of.get(text)
+        if norm is None:
+            norm = norm_of[text] = normalize(text)
+        if " " in norm:
+            found.setdefault(norm, []).append(row)
+    return found
 
 
 def _flags(mask: pa.Array | pa.ChunkedArray) -> np.ndarray:

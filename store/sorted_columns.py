@@ -148,7 +148,7 @@ def _heads(prefixes: np.ndarray, skip: int = 0) -> np.ndarray:
 
 
 class SortedIds:
-    """A sorted column of ids of one width in bytes (hex digests) searched with
+    """A strictly increasing column of ids of one width in bytes (hex digests) searched with
     ``numpy.searchsorted`` over each id's first :data:`PREFIX` bytes, each candidate
     then compared whole: a few hundred lookups in one vectorized pass instead of a
     bisection each.
@@ -175,18 +175,8 @@ class SortedIds:
 
     def rows(self, wanted: Sequence[str]) -> np.ndarray:
         """Ascending distinct rows holding one of ``wanted`` (absent ones find nothing)."""
-        if not len(wanted):
-            return np.zeros(0, dtype=np.int64)
-        keys = np.array([w.encode()[: self.PREFIX] for w in wanted], dtype=f"S{self.PREFIX}")
-        left = np.searchsorted(self._prefixes, keys, "left")
-        right = np.searchsorted(self._prefixes, keys, "right")
-        found = [
-            row
-            for value, start, end in zip(wanted, left.tolist(), right.tolist(), strict=True)
-            for row in range(start, end)
-            if self._values[row].as_py() == value
-        ]
-        return np.unique(np.asarray(found, dtype=np.int64))
+        found = self.positions(wanted)
+        return np.unique(found[found >= 0])
 
     def positions(self, wanted: Sequence[str] | pa.Array) -> np.ndarray:
         """The row of each of ``wanted`` (strings, or an Arrow string array without
