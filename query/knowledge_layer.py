@@ -23,6 +23,7 @@ from algorithms.normalize import normalize_surface
 from query.columns import Grouped, list_items
 from store.bundles import COMMUNITIES, RELATIONS, numbers
 from store.config import SEARCH_EXPANSION
+from store.walk_counts import WalkEdges
 
 Visible = Callable[[Sequence[str]], bool]
 
@@ -51,6 +52,73 @@ class Surface:
         ]
         hits.sort(key=lambda h: (-h[1], self.ids[h[0]]))
         return hits[:depth]
+
+
+Touched = Callable[[], tuple[Collection[int], Mapping[int, int]]]
+"""A change's effect on the counted walk edges: the base rows whose edges it touched,
+and the base rows it rewrote -> their rows now."""
+
+
+class EdgeCounts:
+    """Each entity row's edges in the walk graph of every chunk, counted when the
+    generation's map files were written (:mod:`store.walk_counts`), so that a walk need
+    not read a node's whole edge list for them: how many, and its partners (entities it
+    shares a usable relation with). Not known (-1) for a row past the counted ones, or
+    one a window's change touched (``touched``)."""
+
+    def __init__(self, edges: WalkEdges, touched: Touched | None = None) -> None:
+        self._edges = edges
+        self._touched = touched
+        self._unknown: np.ndarray | None = None
+        self._moved: tuple[np.ndarray, np.ndarray] | None = None
+        if touched is None:
+            self._unknown = np.zeros(0, dtype=np.int64)
+            self._moved = (self._unknown, self._unknown)
+        self._lock = threading.Lock()
+
+    def of(self, rows: Sequence[int]) -> np.ndarray:
+        """The count of each of ``rows`` (-1: not known)."""
+        counts = self._edges.counts
+        at = np.asarray(rows, dtype=np.int64)
+        found = np.full(len(at), -1, dtype=np.int64)
+        counted = at < len(counts)
+        found[counted] = counts[at[counted]]
+        found[np.isin(at, self._change()[0])] = -1
+        return found
+
+    def partners(self, rows: Sequence[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The partners of ``rows`` (each known, see :meth:`of`): for each, the index in
+        ``rows`` of the entity it is a partner of, its row, and the row of the relation
+        that names the pair; by entity, partners ascending by their base row."""
+        taken = pa.array(np.asarray(rows, dtype=np.int64))
+        lists = self._edges.partners.take(taken)
+        owners = numbers(pc.list_parent_indices(lists)).astype(np.int64)
+        partners = numbers(pc.list_flatten(lists)).astype(np.int64)
+        via = numbers(pc.list_flatten(self._edges.via.take(taken))).astype(np.int64)
+        old, new = self._change()[1]
+        if len(old):
+            at = np.minimum(np.searchsorted(old, partners), len(old) - 1)
+            hit = old[at] == partners
+            partners[hit] = new[at[hit]]
+        return owners, partners, via
+
+    def overlaid(self, touched: Touched) -> "EdgeCounts":
+        """These counts under a window's change (``touched`` is called on first use)."""
+        if self._touched is not None:
+            raise ValueError("the counts are already overlaid")
+        return EdgeCounts(self._edges, touched)
+
+    def _change(self) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
+        if self._unknown is None or self._moved is None:
+            with self._lock:
+                if (self._unknown is None or self._moved is None) and self._touched is not None:
+                    touched, moved = self._touched()
+                    old = np.asarray(sorted(moved), dtype=np.int64)
+                    new = np.asarray([moved[r] for r in old.tolist()], dtype=np.int64)
+                    self._moved = (old, new)
+                    self._unknown = np.unique(np.fromiter(touched, dtype=np.int64))
+        assert self._unknown is not None and self._moved is not None
+        return self._unknown, self._moved
 
 
 @dataclass
@@ -84,6 +152,9 @@ class KnowledgeLayer:
     descriptions: Mapping[str, list[int]] | None = None
     """normalized description (more than one word) -> the relation rows of category
     ``definition`` whose object text normalizes to it, in id order (``None``: as above)."""
+    walk_edges: EdgeCounts | None = None
+    """Each entity row's edges in the walk graph of every chunk, counted at build time
+    (``None``: not counted; a walk counts the edges of the nodes it reaches)."""
     dead_entities: Collection[int] = ()
     """Entity rows no longer live (an overlaid layer's base rows its change rewrote or
     removed)."""

@@ -476,9 +476,46 @@ def overlaid(
             rel,
             relation_ids.__getitem__,
         ),
+        walk_edges=None
+        if base.walk_edges is None
+        else base.walk_edges.overlaid(
+            lambda: _touched(base, ent, rel, subjects + objects, delta_chunks)
+        ),
         dead_entities=frozenset(ent.dead),
         fold=fold,
     )
+
+
+def _touched(
+    base: KnowledgeLayer,
+    ent: Change,
+    rel: Change,
+    ends: Sequence[int],
+    delta_chunks: Sequence[Any],
+) -> tuple[set[int], dict[int, int]]:
+    """The base's entity rows whose edges in the walk graph the change may have changed
+    (their counts no longer hold): the rows it rewrote or removed, the ends of every
+    relation it added, rewrote or removed (``ends``: those of the delta's relations), the
+    partners over the base's relations of an entity it removed or left in no chunk (a
+    relation needs both ends in a chunk), and those of an entity it added (the
+    relations' base may be newer than the entities' and name it already); and each
+    base row it rewrote -> the row it is now (a partner the counts name by its base row)."""
+    touched = set(ent.dead)
+    dead = sorted(rel.dead)
+    ends = [*ends, *items_at(base.subjects, dead), *items_at(base.objects, dead)]
+    new_row = {old: new for new, old in ent.rewritten().items()}
+    gone = [
+        row
+        for row in sorted(ent.dead)
+        if row not in new_row or not len(delta_chunks[new_row[row] - ent.offset])
+    ]
+    relations = [r for rows in get_many(base.adjacency, gone) for r in rows]
+    assert base.relations_of is not None  # an overlaid layer's base has it
+    added = [v for v in ent.ids if v not in ent.base_row]
+    relations += [r for rows in get_many(base.relations_of, added) for r in rows]
+    ends += items_at(base.subjects, relations) + items_at(base.objects, relations)
+    touched.update(e for e in ends if e >= 0)
+    return touched, new_row
 
 
 def _overlaid_lookup(

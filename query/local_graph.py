@@ -12,18 +12,23 @@ node's edges are computed once and kept, so later walks over the same part of th
 read them back.
 
 Contract: the same walk as the whole graph's (:class:`query.whole_graph.WalkGraph`), to the bit:
-the same edges, weights and degrees (each node's whole visible edge list gives its
-degree), the nodes of a walk in the whole graph's order (entities by id, then chunks by
-row) so that every sum adds the same numbers in the same order, and the same bounds. A
-walk whose neighbourhood is more than half the graph walks the whole graph, as the whole
-graph's does (it builds it then: the graph is small). What is not the knowledge layer's
-is still gathered whole on first use: the document titles' pages (one pass over the visible
-chunks' titles, only when titles are given).
+the same edges, weights and degrees, the nodes of a walk in the whole graph's order
+(entities by id, then chunks by row) so that every sum adds the same numbers in the same
+order, and the same bounds. A node's degree is its whole visible edge list's; for the
+caller who sees every chunk, an entity's edges were counted when the map files were
+written (:mod:`store.walk_counts`: how many, and which entities it shares a relation
+with), so a walk reads only the nodes it expands and the chunks it reaches: an entity in
+a hundred thousand chunks at the edge of a neighbourhood costs a lookup, not its chunk
+list. A walk whose neighbourhood is more than half the graph walks the whole graph, as
+the whole graph's does (it builds it then: the graph is small). What is not the
+knowledge layer's is still gathered whole on first use: the document titles' pages (one
+pass over the visible chunks' titles, only when titles are given).
 """
 
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
+from itertools import chain
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -117,6 +122,38 @@ class _About(NamedTuple):
     of_chunk: dict[int, list[int]]  # chunk row -> the entities it is a page of
 
 
+class _Within:
+    """The edges among a set of nodes (each read or counted), found per node when asked
+    (an explanation path asks for a few)."""
+
+    def __init__(self, graph: "LocalGraph", nodes: Iterable[int]) -> None:
+        self.inside = set(nodes)
+        self._graph = graph
+        self._occurs: dict[int, list[int]] | None = None
+
+    def partners(self, entity: int) -> list[int]:
+        """The entities among them ``entity`` has an edge with, in node order."""
+        graph = self._graph
+        read = graph._entities.get(entity)
+        found = read.partners if read is not None else graph._partners[entity][0].tolist()
+        return graph.in_node_order(p for p in found if p in self.inside)
+
+    def chunks(self, entity: int) -> list[int]:
+        """The chunk rows among them ``entity`` occurs in, ascending."""
+        graph = self._graph
+        n = graph.n_entities
+        read = graph._entities.get(entity)
+        if read is not None:
+            return [c for c in read.chunks if n + c in self.inside]
+        if self._occurs is None:  # a counted entity: the chunks among them that name it
+            occurs: dict[int, list[int]] = {}
+            for v in sorted(v for v in self.inside if v >= n):
+                for e in graph._chunks[v - n].entities:
+                    occurs.setdefault(e, []).append(v - n)
+            self._occurs = occurs
+        return self._occurs.get(entity, [])
+
+
 def has_lookups(layer: KnowledgeLayer) -> bool:
     """Whether ``layer`` answers the lookups a :class:`LocalGraph` reads."""
     return layer.chunk_entities is not None and layer.descriptions is not None
@@ -158,6 +195,14 @@ class LocalGraph:
         self._entities: dict[int, _Entity] = {}
         self._chunks: dict[int, _Chunk] = {}
         self._described: dict[str, list[int]] = {}
+        # Entities reached but not read: their edges as counted at build time (only for
+        # the caller who sees every chunk), and their partners (-> the relation naming
+        # the pair).
+        self._counted = layer.walk_edges if visible_rows is None else None
+        self._written: dict[int, int] = {}
+        self._partners: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._degrees: dict[int, float] = {}
+        self._lengths: dict[int, int] = {}  # chunk list lengths of counted entities
         self._lock = threading.Lock()
         self._about: _About | None = None
         self._whole: WalkGraph | None = None
@@ -167,11 +212,24 @@ class LocalGraph:
         """Nodes whose edges were read from the layer so far."""
         return len(self._entities) + len(self._chunks)
 
+    @property
+    def nodes_counted(self) -> int:
+        """Entities reached whose edges were not read: counted at build time."""
+        return len(set(self._written) - set(self._entities))
+
     # Lookups the seeds and slots read.
 
     def chunk_count(self, entity: int) -> int:
-        """Visible chunks the entity occurs in (as many as its chunk list names)."""
+        """Visible chunks the entity occurs in (as many as its chunk list names: the
+        list's length, when its edges were counted at build time, for every chunk is
+        visible then)."""
         if entity not in self._counts:
+            if self._count_written([entity]):
+                length = self._lengths.get(entity)
+                if length is None:
+                    lists = lists_at(self.layer.entity_chunks, [entity])
+                    length = self._lengths[entity] = int(lists.value_lengths()[0].as_py() or 0)
+                return length
             self._count([entity])
         return self._counts[entity]
 
@@ -221,21 +279,21 @@ class LocalGraph:
 
     def neighbourhood(self, seeds: np.ndarray) -> np.ndarray:
         """The nodes within ``MAX_HOPS`` edges of ``seeds``, in node order, bounded as
-        :meth:`query.whole_graph.WalkGraph.neighbourhood` bounds them; every node of it read."""
+        :meth:`query.whole_graph.WalkGraph.neighbourhood` bounds them. The nodes it
+        expands are read; the others too, unless their edges were counted at build time
+        (an entity with more edges than ``MAX_EXPAND_DEGREE`` is then not read at all)."""
         seen = set(seeds.tolist())
         frontier = sorted(seen)
         for _ in range(whole_graph.MAX_HOPS):
-            self._read(frontier)
-            edges = [self._neighbours(v) for v in frontier]
-            expand = [e for e in edges if len(e) <= whole_graph.MAX_EXPAND_DEGREE]
+            expand = self._expandable(frontier)
             if not expand:
                 break
-            fresh = set(np.concatenate(expand).tolist()) - seen
+            fresh = set(np.concatenate([self._neighbours(v) for v in expand]).tolist()) - seen
             if not fresh or len(seen) + len(fresh) > whole_graph.MAX_NODES:
                 break
             seen |= fresh
             frontier = sorted(fresh)
-        self._read(sorted(seen))  # the last hop's nodes: their degrees
+        self._settle(seen)
         return np.asarray(self.in_node_order(seen), dtype=np.int64)
 
     def walk(self, start: np.ndarray) -> np.ndarray:
@@ -245,17 +303,7 @@ class LocalGraph:
         nodes = self.neighbourhood(np.flatnonzero(start))
         if len(nodes) * 2 > self._whole_size:
             return self._walk_whole(start)
-        place = {int(node): i for i, node in enumerate(nodes.tolist())}
-        indptr, indices, data = [0], [], []
-        for node in nodes.tolist():
-            sources, values = self._in_edges(node, place.__contains__)
-            indices += [place[u] for u in sources]
-            data += values
-            indptr.append(len(indices))
-        rows = sparse.csr_matrix(
-            (np.asarray(data, dtype=np.float32), np.asarray(indices), np.asarray(indptr)),
-            shape=(len(nodes), len(nodes)),
-        )
+        rows = self._matrix(nodes.tolist())
         local_start = start[nodes]
         restart = np.float32(1.0 - whole_graph.DAMPING) * local_start
         mass = local_start.copy()
@@ -272,10 +320,14 @@ class LocalGraph:
     ) -> dict[int, tuple[str, tuple[Step, ...]]]:
         """As :meth:`query.whole_graph.WalkGraph.paths`: from each chunk row back to a seed
         along the edge that brought the most mass, at most ``PATH_HOPS`` edges."""
+        reached = np.flatnonzero(mass > 0).tolist()
+        self._settle(reached)
+        n = self.n_entities
+        self._counted_partners([v for v in reached if v < n and v not in self._entities])
+        within = _Within(self, reached)
 
         def in_edges(v: int) -> tuple[np.ndarray, np.ndarray]:
-            self._read([v])
-            sources, values = self._in_edges(v, lambda u: bool(mass[u] > 0))
+            sources, values = self._edges_in(v, within)
             return np.asarray(sources, dtype=np.int64), np.asarray(values, dtype=np.float32)
 
         return whole_graph.trace_paths(
@@ -403,25 +455,122 @@ class LocalGraph:
         chunk = self._chunks[node - n]
         return np.asarray(self.in_node_order({*chunk.entities, *chunk.about}), dtype=np.int64)
 
-    def _in_edges(self, node: int, reached: Callable[[int], bool]) -> tuple[list[int], list[float]]:
-        """The nodes a walk ``reached`` that send ``node`` mass, in node order, and the
-        share each sends (the whole graph's matrix entries of the node's row; those
-        nodes are read)."""
+    def _expandable(self, frontier: list[int]) -> list[int]:
+        """The nodes of ``frontier`` with at most ``MAX_EXPAND_DEGREE`` neighbours, read;
+        an entity whose edges were counted past it is not read."""
+        n = self.n_entities
+        counted = self._count_written([v for v in frontier if v < n and v not in self._entities])
+        hubs = {e for e, edges in counted.items() if edges > whole_graph.MAX_EXPAND_DEGREE}
+        rest = [v for v in frontier if v not in hubs]
+        self._read(rest)
+        return [v for v in rest if len(self._neighbours(v)) <= whole_graph.MAX_EXPAND_DEGREE]
+
+    def _settle(self, nodes: Iterable[int]) -> None:
+        """Know the degree of each of ``nodes``: chunks and uncounted entities read."""
+        n = self.n_entities
+        nodes = list(nodes)
+        self._read([v for v in nodes if v >= n])
+        entities = [v for v in nodes if v < n and v not in self._entities]
+        counted = self._count_written(entities)
+        self._read([e for e in entities if e not in counted])
+
+    def _count_written(self, entities: Sequence[int]) -> dict[int, int]:
+        """The build-time edge counts of those of ``entities`` that have one (kept)."""
+        if self._counted is None:
+            return {}
+        wanted = [e for e in entities if e not in self._written]
+        if wanted:
+            found = self._counted.of(wanted).tolist()
+            self._written.update((e, c) for e, c in zip(wanted, found, strict=True) if c >= 0)
+        return {e: self._written[e] for e in entities if e in self._written}
+
+    def _matrix(self, order: list[int]) -> sparse.csr_matrix:
+        """The whole graph's matrix among ``order`` (nodes in node order, each read or
+        counted): entry ``[v, u]`` is the share of its mass ``u`` sends ``v``, each row's
+        entries in node order (so its sums add what the whole graph's add, in its order)."""
+        n = self.n_entities
+        size = len(order)
+        place = np.full(self.size, -1, dtype=np.int64)
+        place[np.asarray(order, dtype=np.int64)] = np.arange(size)
+        degree = np.asarray([self._degree(v) for v in order], dtype=np.float64)
+        entities = [v for v in order if v < n]
+        self._counted_partners([e for e in entities if e not in self._entities])
+        found = [
+            np.asarray(self._entities[e].partners, dtype=np.int64)
+            if e in self._entities
+            else self._partners[e][0]
+            for e in entities
+        ]
+        # an entity receives from each partner among them (weight 1) ...
+        sources = np.concatenate([np.zeros(0, dtype=np.int64), *found])
+        targets = np.repeat(np.asarray(entities, dtype=np.int64), [len(f) for f in found])
+        shown = place[sources] >= 0
+        rows, cols = [place[targets[shown]]], [place[sources[shown]]]
+        weights = [np.ones(int(shown.sum()))]
+        # ... and from each chunk it occurs in, which receives from it (1, plus the
+        # entity's page weight where the chunk's document is titled with its name)
+        chunk_nodes = [v for v in order if v >= n]
+        lists = [self._chunks[v - n].entities for v in chunk_nodes]
+        occurs = np.fromiter(chain.from_iterable(lists), dtype=np.int64)
+        chunks = np.repeat(np.asarray(chunk_nodes, dtype=np.int64), [len(e) for e in lists])
+        inside = place[occurs] >= 0
+        occurs, chunks = occurs[inside], chunks[inside]
+        rows += [place[occurs], place[chunks]]
+        cols += [place[chunks], place[occurs]]
+        sent = np.ones(len(occurs))
+        pages = [
+            (c, e)
+            for c in chunk_nodes
+            for e in self._chunks[c - n].about
+            if place[e] >= 0 and self._page_weight(e) > 0
+        ]
+        if pages:
+            at = {(int(c), int(e)): i for i, (c, e) in enumerate(zip(chunks, occurs, strict=True))}
+            alone = []
+            for c, e in pages:
+                i = at.get((c, e))
+                if i is None:
+                    alone.append((c, e))
+                else:
+                    sent[i] = 1.0 + self._page_weight(e)
+            rows.append(place[np.asarray([c for c, _ in alone], dtype=np.int64)])
+            cols.append(place[np.asarray([e for _, e in alone], dtype=np.int64)])
+            weights.append(np.asarray([self._page_weight(e) for _, e in alone]))
+        weights += [np.ones(len(occurs)), sent]
+        row, col, weight = np.concatenate(rows), np.concatenate(cols), np.concatenate(weights)
+        values = (weight * (1.0 / degree[col])).astype(np.float32)
+        matrix = sparse.csr_matrix((values, (row, col)), shape=(size, size))
+        matrix.sort_indices()
+        return matrix
+
+    def _counted_partners(self, entities: Sequence[int]) -> None:
+        """Keep the partners of counted ``entities``, and the relation naming each pair."""
+        assert self._counted is not None or not entities  # entities not read are counted
+        wanted = [e for e in entities if e not in self._partners]
+        if not wanted or self._counted is None:
+            return
+        owners, partners, via = self._counted.partners(wanted)
+        bounds = np.searchsorted(owners, np.arange(len(wanted) + 1))
+        for i, e in enumerate(wanted):
+            self._partners[e] = (
+                partners[bounds[i] : bounds[i + 1]],
+                via[bounds[i] : bounds[i + 1]],
+            )
+
+    def _edges_in(self, node: int, within: _Within) -> tuple[list[int], list[float]]:
+        """The nodes ``within`` that send ``node`` mass, in node order, and the share each
+        sends (the whole graph's matrix entries of the node's row)."""
         n = self.n_entities
         if node < n:
-            entity = self._entities[node]
-            sources = [v for v in entity.partners + [n + c for c in entity.chunks] if reached(v)]
-            self._read(sources)
+            sources = within.partners(node) + [n + c for c in within.chunks(node)]
             weights = [1.0] * len(sources)
         else:
             chunk = self._chunks[node - n]
-            occurs = set(chunk.entities)
-            sources = [v for v in self.in_node_order({*occurs, *chunk.about}) if reached(v)]
-            self._read(sources)
-            about = set(chunk.about)
+            occurs, about = set(chunk.entities), set(chunk.about)
+            sources = [v for v in self.in_node_order(occurs | about) if v in within.inside]
             weights = []
             for e in sources:
-                page = self._entities[e].page_weight if e in about else 0.0
+                page = self._page_weight(e) if e in about else 0.0
                 weights.append(1.0 + page if e in occurs else page)
         values = [
             float(np.float32(w * (1.0 / self._degree(u))))
@@ -430,16 +579,40 @@ class LocalGraph:
         return sources, values
 
     def _degree(self, node: int) -> float:
-        if node < self.n_entities:
-            return self._entities[node].degree
-        return self._chunks[node - self.n_entities].degree
+        if node >= self.n_entities:
+            return self._chunks[node - self.n_entities].degree
+        degree = self._degrees.get(node)
+        if degree is None:
+            read = self._entities.get(node)
+            if read is not None:
+                degree = read.degree
+            else:
+                pages = self._pages().of_entity.get(node, [])
+                degree = float(whole_graph.entity_degree(self._written[node], len(pages)))
+            self._degrees[node] = degree
+        return degree
+
+    def _page_weight(self, entity: int) -> float:
+        read = self._entities.get(entity)
+        if read is not None:
+            return read.page_weight
+        pages = self._pages().of_entity.get(entity, [])
+        return max(self._written[entity], 1) / len(pages) if pages else 0.0
 
     def _via(self, a: int, b: int) -> str:
         n = self.n_entities
-        if a < n and b < n:
-            self._read([a])
-            return self._entities[a].predicates.get(b, "related to")
-        return "occurs in" if a < n else "mentions"
+        if a >= n or b >= n:
+            return "occurs in" if a < n else "mentions"
+        for x, y in ((a, b), (b, a)):
+            if x in self._entities:
+                return self._entities[x].predicates.get(y, "related to")
+            if x in self._partners:
+                partners, via = self._partners[x]
+                at = np.flatnonzero(partners == y)
+                if len(at):
+                    return str(self.layer.predicates[int(via[at[0]])])
+        self._read([a])
+        return self._entities[a].predicates.get(b, "related to")
 
     def _all_visible(self, chunk_ids: Sequence[str]) -> bool:
         """Whether a statement has evidence and every chunk of it is a visible chunk of

@@ -15,10 +15,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from query.columns import ArrowSequence, Converted, get_many
-from query.knowledge_layer import SURFACE_COLUMNS, KnowledgeLayer, Surface, index_file_view
+from query.knowledge_layer import (
+    SURFACE_COLUMNS,
+    EdgeCounts,
+    KnowledgeLayer,
+    Surface,
+    index_file_view,
+)
 from store.bundles import COMMUNITIES, COMMUNITY_INDEX, ENTITIES, RELATION_INDEX, RELATIONS, numbers
 from store.knowledge_maps import MAPPED, fenced, map_column, open_map
 from store.sorted_columns import Fenced
+from store.walk_counts import open_walk_edges
 
 
 class SortedColumn(ArrowSequence):
@@ -203,6 +210,7 @@ def mapped_layer(path: str, *, with_indexes: bool = True) -> KnowledgeLayer | No
     rows_of = entity_ids.find_many
     ends = SortedIndex(batches[RELATIONS], "ends")
     subject_ids, object_ids = relations.field("subject_id"), relations.field("object_id")
+    edges = open_walk_edges(path)
     return KnowledgeLayer(
         entity_ids=entity_ids,
         entity_names=ArrowSequence(entities.field("name")),
@@ -224,6 +232,7 @@ def mapped_layer(path: str, *, with_indexes: bool = True) -> KnowledgeLayer | No
         relations_of=ends,
         chunk_entities=_lookup(batches[ENTITIES], "mentions"),
         descriptions=_lookup(batches[RELATIONS], "descriptions"),
+        walk_edges=None if edges is None else EdgeCounts(edges),
     )
 
 

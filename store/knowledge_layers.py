@@ -63,6 +63,12 @@ def layer_files(name: str) -> tuple[str, str, str]:
     return f"{stem}.base.parquet", f"{stem}.delta.parquet", f"{stem}.removed.parquet"
 
 
+def rows_file(path: str, name: str) -> str:
+    """The file holding table ``name``'s whole rows in the generation at ``path``: the
+    table itself, or its base when it is layered."""
+    return layer_files(name)[0] if is_layered(path, name) else name
+
+
 def table_files(name: str) -> tuple[str, ...]:
     """Every file name table ``name`` may be stored under, whole or layered."""
     return (name, *layer_files(name)) if name in ID_COLUMNS else (name,)

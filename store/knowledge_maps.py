@@ -33,13 +33,13 @@ from store import storage
 from store.bundles import COMMUNITIES, ENTITIES, RELATIONS, numbers
 from store.knowledge_layers import (
     has_table,
-    is_layered,
-    layer_files,
     read_file,
+    rows_file,
     table_files,
     table_schema,
 )
 from store.sorted_columns import Fenced, fence, group
+from store.walk_counts import WALK_MAP, write_walk_map
 
 MAPPED = (ENTITIES, RELATIONS, COMMUNITIES)
 """The tables a reader opens (``query.knowledge``)."""
@@ -81,12 +81,6 @@ def map_name(table_file: str) -> str:
     return table_file.removesuffix(".parquet") + ".map.arrow"
 
 
-def rows_file(path: str, table: str) -> str:
-    """The name of the file holding table ``table``'s whole rows in the generation at
-    ``path``: the table itself, or its base when it is layered."""
-    return layer_files(table)[0] if is_layered(path, table) else table
-
-
 Normalize = Callable[[str], str]
 """How the build normalizes a surface (``algorithms.normalize.normalize_surface``: the
 store does not import the algorithms, so the writer hands it in)."""
@@ -98,6 +92,7 @@ def write_maps(
     """Give every knowledge table file of ``staging`` that holds whole rows its map file:
     a hard link of the ``parent`` generation's when the table file is a hard link of one
     of the parent's (a window's base, an unchanged table), built from its rows otherwise.
+    Then the walk counts (:mod:`store.walk_counts`), linked or counted the same way.
     Returns the names of the map files built (not linked). Without ``normalize`` the
     relations' map has no ``descriptions`` (its readers build the walk graph whole).
 
@@ -122,6 +117,9 @@ def write_maps(
         size = os.path.getsize(storage.join(staging, source))
         storage.write_bytes(target, map_bytes(table, data, size, normalize))
         built.append(map_name(source))
+    mapped = [storage.join(staging, map_name(rows_file(staging, t))) for t in (ENTITIES, RELATIONS)]
+    if all(storage.exists(m) for m in mapped) and write_walk_map(staging, parent):
+        built.append(WALK_MAP)
     return built
 
 

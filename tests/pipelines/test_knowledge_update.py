@@ -494,8 +494,17 @@ def test_a_reader_that_holds_the_base_reads_only_the_change(layered, monkeypatch
         with monkeypatch.context() as patch:
             local_hops(patch, hops)
             for visible in (None, np.arange(0, len(chunk_ids), 2)):
-                stayed = assert_same_walks(k6, whole, chunk_ids, row_of_chunk, visible)
-                assert stayed > 0 or hops == 3
+                walked = assert_same_walks(k6, whole, chunk_ids, row_of_chunk, visible)
+                assert walked.stayed > 0 or hops == 3
+    # The base's edges counted at build time hold for the rows the change did not touch:
+    # each as the same generation written whole counts it.
+    assert k6.walk_edges is not None and whole.walk_edges is not None
+    live = [e for e in range(len(k6.entity_ids)) if e not in k6.dead_entities]
+    known = [e for e, c in zip(live, k6.walk_edges.of(live).tolist(), strict=True) if c >= 0]
+    assert 0 < len(known) < len(live)
+    row = {entity_id: r for r, entity_id in enumerate(whole.entity_ids)}
+    theirs = whole.walk_edges.of([row[k6.entity_ids[e]] for e in known]).tolist()
+    assert k6.walk_edges.of(known).tolist() == theirs
 
 
 def _document_rows(segments, doc_id: str) -> dict[str, list]:

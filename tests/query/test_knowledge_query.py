@@ -370,20 +370,26 @@ def _no_rows(*args, **kwargs):
 
 
 @pytest.mark.parametrize("half", [False, True])
-@pytest.mark.parametrize("hops", [1, 3])
-def test_the_walk_read_node_by_node_is_the_whole_graphs_walk(bundle, half, hops, monkeypatch):
+@pytest.mark.parametrize(("hops", "hubs"), [(1, None), (3, None), (3, 4)])
+def test_the_walk_read_node_by_node_is_the_whole_graphs_walk(bundle, half, hops, hubs, monkeypatch):
     """The bundle's layer is read from its map files, so its walk graph is read node by
     node (query.local_graph); every walk, bounded to one hop (local) or not (the
-    bundle is small: most walks take the whole graph), equals the whole graph's."""
+    bundle is small: most walks take the whole graph), with nodes of more than four
+    edges as hubs or not, equals the whole graph's. The edges counted at build time
+    stand in for reading the nodes a walk does not expand, only for a caller who sees
+    every chunk."""
     import numpy as np
 
     from query.graph import chunk_titles
-    from tests.query.walk_checks import assert_same_walks, local_hops
+    from tests.query.walk_checks import assert_same_walks, local_hops, small_hubs
 
     local_hops(monkeypatch, hops)
+    if hubs is not None:
+        small_hubs(monkeypatch, hubs)
     visible = np.arange(0, len(bundle.chunk_ids), 2) if half else None
     layer = bundle.knowledge
-    stayed = assert_same_walks(
+    assert layer.walk_edges is not None
+    walked = assert_same_walks(
         layer,
         layer,
         bundle.chunk_ids,
@@ -391,7 +397,69 @@ def test_the_walk_read_node_by_node_is_the_whole_graphs_walk(bundle, half, hops,
         visible,
         lambda: chunk_titles(bundle),
     )
-    assert stayed > 0 or hops == 3
+    assert walked.stayed > 0 or hops == 3
+    assert walked.counted == 0 if half else walked.counted > 0
+
+
+def test_a_walk_lists_no_chunk_of_a_hub_it_reaches(bundle, monkeypatch):
+    """An entity with more edges than ``MAX_EXPAND_DEGREE`` that a walk reaches is not
+    read: its degree and partners are the ones counted at build time, and its chunk
+    list (a hundred thousand ids, on a large corpus) is never taken; the walk is the
+    whole graph's, to the bit."""
+    import dataclasses
+    from collections.abc import Sequence
+
+    import numpy as np
+
+    from query.columns import first_items, lists_at
+    from query.local_graph import LocalGraph
+    from query.whole_graph import build_whole
+    from tests.query.walk_checks import small_hubs
+
+    small_hubs(monkeypatch, 4)
+    listed: list[int] = []
+
+    class Listed(Sequence):
+        """The layer's chunk lists, noting every list taken whole."""
+
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __len__(self):
+            return len(self.inner)
+
+        def __getitem__(self, row):
+            listed.append(row)
+            return self.inner[row]
+
+        def lists_at(self, rows):
+            listed.extend(rows)
+            return lists_at(self.inner, rows)
+
+        def firsts(self, rows):  # whether an entity occurs in a visible chunk
+            return first_items(self.inner, rows)
+
+    layer = dataclasses.replace(
+        bundle.knowledge, entity_chunks=Listed(bundle.knowledge.entity_chunks), walk_graphs={}
+    )
+    whole = build_whole(bundle.knowledge, bundle.chunk_ids, bundle.row_of_chunk, None)
+    n = whole.n_entities
+    checked = 0
+    for hub in [e for e in range(n) if len(whole.neighbours(e)) > 4]:
+        # a seed next to the hub that the walk expands (four edges or fewer)
+        near = [int(v) for v in whole.neighbours(hub) if len(whole.neighbours(v)) <= 4]
+        if not near or checked == 5:
+            continue
+        checked += 1
+        listed.clear()
+        seed = near[0]
+        start = np.zeros(whole.size, dtype=np.float32)
+        start[seed] = 1.0
+        graph = LocalGraph(layer, bundle.chunk_ids, bundle.row_of_chunk, None)
+        found = graph.walk(start)
+        assert found[hub] > 0 and hub not in listed
+        assert np.array_equal(found, whole.walk(start))
+    assert checked > 0
 
 
 def test_the_first_walk_reads_the_seeds_neighbourhood_not_the_layer(bundle, tmp_path, monkeypatch):
@@ -412,6 +480,7 @@ def test_the_first_walk_reads_the_seeds_neighbourhood_not_the_layer(bundle, tmp_
     from store import knowledge_layers
     from store.bundles import ENTITIES
     from store.knowledge_maps import map_name, write_maps
+    from store.walk_counts import WALK_MAP
     from tests.query.walk_checks import read_node_by_node
 
     read_node_by_node(monkeypatch)
@@ -437,6 +506,7 @@ def test_the_first_walk_reads_the_seeds_neighbourhood_not_the_layer(bundle, tmp_
         grown = pa.concat_tables([entities, pa.Table.from_pylist(rows, schema=entities.schema)])
         pq.write_table(grown, path / ENTITIES)
         (path / map_name(ENTITIES)).unlink()
+        (path / WALK_MAP).unlink()  # counted again, over the grown entities
         write_maps(str(path), normalize=normalize_surface)
         drop_held()
         layer = load_knowledge(str(path))

@@ -11,10 +11,12 @@ from hypothesis import strategies as st
 
 from query.knowledge import load_knowledge, whole_layer
 from query.mapped_layer import mapped_layer
+from query.whole_graph import build_whole
 from schemas.knowledge import COMMUNITY_SCHEMA, ENTITY_SCHEMA, RELATION_SCHEMA, with_vectors
 from store.bundles import COMMUNITIES, ENTITIES, RELATIONS
 from store.knowledge_layers import layer_files
 from store.knowledge_maps import map_name, open_map, write_maps
+from store.walk_counts import WALK_MAP
 
 NORMS = ["acme", "acme corp", "bolt", "upi", "rupay", "npci"]
 CHUNKS = [f"c{i}" for i in range(6)]
@@ -146,10 +148,28 @@ def test_a_layer_read_from_its_map_files_answers_as_one_built_from_its_rows(
     entities, relations, communities = drawn
     path = str(tmp_path_factory.mktemp("maps"))
     _write(path, _tables(entities, relations, communities))
-    assert write_maps(path) == [map_name(t) for t in (ENTITIES, RELATIONS, COMMUNITIES)]
+    maps = [map_name(t) for t in (ENTITIES, RELATIONS, COMMUNITIES)]
+    assert write_maps(path) == [*maps, WALK_MAP]
     mapped = mapped_layer(path)
     assert mapped is not None and mapped.relations_of is not None
-    _same(mapped, whole_layer(path))
+    whole = whole_layer(path)
+    _same(mapped, whole)
+    # The edges counted at build time: each entity's in the whole walk graph of every chunk.
+    graph = build_whole(whole, CHUNKS, {c: i for i, c in enumerate(CHUNKS)}, None)
+    assert mapped.walk_edges is not None
+    n = len(entities)
+    counted = mapped.walk_edges.of(range(n)).tolist()
+    assert counted == [len(graph.neighbours(e)) for e in range(n)]
+    # ... and its partners, each with the relation that names the pair
+    owners, partners, via = mapped.walk_edges.partners(range(n))
+    named = {(e, p): whole.predicates[r] for e, p, r in zip(owners, partners, via, strict=True)}
+    expected = {
+        (e, p): graph.predicate_of[(min(e, p), max(e, p))]
+        for e in range(n)
+        for p in graph.neighbours(e).tolist()
+        if p < n
+    }
+    assert named == expected
 
 
 def _layer(tmp_path, name="g") -> str:
@@ -174,7 +194,7 @@ def test_a_map_whose_table_changed_is_not_used(tmp_path):
 
 def test_a_window_links_its_parents_map_for_the_base_it_links(tmp_path):
     parent = _layer(tmp_path, "parent")
-    assert len(write_maps(parent)) == 3
+    assert len(write_maps(parent)) == 4  # three tables and the walk counts
     child = str(tmp_path / "child")
     os.makedirs(child)
     base, delta, removed = layer_files(ENTITIES)
@@ -183,11 +203,33 @@ def test_a_window_links_its_parents_map_for_the_base_it_links(tmp_path):
     pq.write_table(pa.table({"id": pa.array([], pa.string())}), os.path.join(child, removed))
     for name in (RELATIONS, COMMUNITIES):  # rewritten whole by the window
         shutil.copy(os.path.join(parent, name), os.path.join(child, name))
-    assert write_maps(child, parent) == [map_name(RELATIONS), map_name(COMMUNITIES)]
+    # its walk counts are counted over its rows files: the entities' base and relations
+    assert write_maps(child, parent) == [map_name(RELATIONS), map_name(COMMUNITIES), WALK_MAP]
     assert os.path.samefile(
         os.path.join(child, map_name(base)), os.path.join(parent, map_name(ENTITIES))
     )
     assert write_maps(child, parent) == []  # every map is there
+    assert not os.path.samefile(os.path.join(child, WALK_MAP), os.path.join(parent, WALK_MAP))
+
+
+def test_a_window_that_keeps_both_bases_links_its_parents_walk_counts(tmp_path):
+    parent = _layer(tmp_path, "parent")
+    write_maps(parent)
+    child = str(tmp_path / "child")
+    os.makedirs(child)
+    for name in (ENTITIES, RELATIONS):
+        base, delta, removed = layer_files(name)
+        os.link(os.path.join(parent, name), os.path.join(child, base))
+        table = pq.read_table(os.path.join(parent, name))
+        pq.write_table(table.slice(0, 0), os.path.join(child, delta))
+        pq.write_table(pa.table({"id": pa.array([], pa.string())}), os.path.join(child, removed))
+    shutil.copy(os.path.join(parent, COMMUNITIES), os.path.join(child, COMMUNITIES))
+    assert write_maps(child, parent) == [map_name(COMMUNITIES)]
+    assert os.path.samefile(os.path.join(child, WALK_MAP), os.path.join(parent, WALK_MAP))
+    base = mapped_layer(child)
+    assert base is not None and base.walk_edges is not None
+    # acme: c1 and bolt; bolt: c2, c3 and acme; rupay: no chunk
+    assert base.walk_edges.of([0, 1, 2]).tolist() == [2, 3, 0]
 
 
 def test_entities_without_normalized_aliases_get_no_map(tmp_path):
