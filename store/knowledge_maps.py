@@ -99,6 +99,7 @@ def write_maps(
     A table written before entities held ``alias_norms`` gets no map (its readers build
     the layer from the rows, as before)."""
     built = []
+    read: dict[str, pa.Table] = {}  # the rows read for a map, which the walk counts reuse
     for table in MAPPED:
         if not has_table(staging, table):
             continue
@@ -113,12 +114,12 @@ def write_maps(
         columns = [*ROW_COLUMNS[table], *(["alias_norms"] if table == ENTITIES else [])]
         if not set(columns) <= set(table_schema(staging, table).names):
             continue
-        data = read_file(storage.join(staging, source), columns)
+        data = read[table] = read_file(storage.join(staging, source), columns)
         size = os.path.getsize(storage.join(staging, source))
         storage.write_bytes(target, map_bytes(table, data, size, normalize))
         built.append(map_name(source))
     mapped = [storage.join(staging, map_name(rows_file(staging, t))) for t in (ENTITIES, RELATIONS)]
-    if all(storage.exists(m) for m in mapped) and write_walk_map(staging, parent):
+    if all(storage.exists(m) for m in mapped) and write_walk_map(staging, parent, read):
         built.append(WALK_MAP)
     return built
 

@@ -21,6 +21,7 @@ its parent's file, and the change on top is the reader's to account for:
 """
 
 import os
+from collections.abc import Mapping
 from typing import NamedTuple
 
 import numpy as np
@@ -97,13 +98,15 @@ def _sizes(path: str) -> dict[bytes, bytes]:
     }
 
 
-def write_walk_map(staging: str, parent: str | None = None) -> bool:
+def write_walk_map(
+    staging: str, parent: str | None = None, read: Mapping[str, pa.Table] | None = None
+) -> bool:
     """Give the generation at ``staging`` its walk counts: a hard link of the
     ``parent``'s file when that was counted from the same two rows files, else counted
     here over its rows files (a table's base when it is layered: the reader's overlay
     of the change knows which counts it touched). A window that keeps both bases writes
-    nothing; one that folds a table has just written it whole. Returns whether it
-    counted."""
+    nothing; one that folds a table has just written it whole. ``read``: rows files the
+    map writer has read already, by table. Returns whether it counted."""
     if storage.is_remote(staging) or not all(has_table(staging, t) for t in SIZE_KEYS):
         return False
     target = os.path.join(staging, WALK_MAP)
