@@ -118,13 +118,15 @@ def write_walk_map(
         if _same_rows(parent, staging) and _metadata(theirs) == sizes:
             storage.reuse_file(theirs, target)
             return False
-    entities = read_file(
-        os.path.join(staging, rows_file(staging, ENTITIES)), ["entity_id", "chunk_ids"]
-    )
-    relations = read_file(
-        os.path.join(staging, rows_file(staging, RELATIONS)),
-        ["subject_id", "object_id", "chunk_ids"],
-    )
+    held = read or {}
+
+    def rows(table: str, columns: list[str]) -> pa.Table:
+        if table in held:
+            return held[table].select(columns)
+        return read_file(os.path.join(staging, rows_file(staging, table)), columns)
+
+    entities = rows(ENTITIES, ["entity_id", "chunk_ids"])
+    relations = rows(RELATIONS, ["subject_id", "object_id", "chunk_ids"])
     edges = walk_edges(entities, relations)
     batch = pa.record_batch(
         [pa.array(edges.counts, pa.int64()), edges.partners, edges.via],
