@@ -28,6 +28,7 @@ from query.columns import ArrowSequence, list_items
 from query.knowledge_layer import KnowledgeLayer
 from store.bundles import numbers
 from store.knowledge_maps import DESCRIPTION, description_rows
+from store.walk_counts import first_of_pairs
 
 DAMPING = 0.85
 ITERATIONS = 20
@@ -208,19 +209,14 @@ def build_whole(
     linked = target >= 0
     usable = linked & (target != subject) & (evidence > 0) & (unseen == 0)
     usable &= (counts[subject] > 0) & (counts[np.where(linked, target, 0)] > 0)
-    candidates = np.flatnonzero(usable)
-    low = np.minimum(subject[candidates], target[candidates])
-    high = np.maximum(subject[candidates], target[candidates])
-    _, first = np.unique(low * max(n_entities, 1) + high, return_index=True)
-    picked = np.sort(first)
-    chosen = candidates[picked]
+    chosen = first_of_pairs(np.flatnonzero(usable), subject, target, n_entities)
+    low = np.minimum(subject[chosen], target[chosen])
+    high = np.maximum(subject[chosen], target[chosen])
     described = ~linked & (evidence > 0) & (unseen == 0) & (counts[subject] > 0)
     predicates = _as_list(layer.predicates)
     predicate_of: dict[tuple[int, int], str] = {
         (lo, hi): predicates[r]
-        for r, lo, hi in zip(
-            chosen.tolist(), low[picked].tolist(), high[picked].tolist(), strict=True
-        )
+        for r, lo, hi in zip(chosen.tolist(), low.tolist(), high.tolist(), strict=True)
     }
     subjects, objects = subject[chosen].tolist(), target[chosen].tolist()
     n = n_entities + len(chunk_ids)

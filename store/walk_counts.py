@@ -66,13 +66,11 @@ def walk_edges(entities: pa.Table, relations: pa.Table) -> WalkEdges:
     occurs = np.append(chunks > 0, False)  # row -1: no entity
     usable = (target >= 0) & (subject >= 0) & (target != subject) & (evidence > 0)
     usable &= occurs[subject] & occurs[target]
-    candidates = np.flatnonzero(usable)
-    low = np.minimum(subject[candidates], target[candidates])
-    high = np.maximum(subject[candidates], target[candidates])
-    _, first = np.unique(low * max(n, 1) + high, return_index=True)
-    named = candidates[first]
-    owner = np.concatenate([low[first], high[first]])
-    partner = np.concatenate([high[first], low[first]])
+    named = first_of_pairs(np.flatnonzero(usable), subject, target, n)
+    low = np.minimum(subject[named], target[named])
+    high = np.maximum(subject[named], target[named])
+    owner = np.concatenate([low, high])
+    partner = np.concatenate([high, low])
     via = np.concatenate([named, named])
     order = np.lexsort((partner, owner))
     offsets = np.zeros(n + 1, dtype=np.int32)
@@ -82,6 +80,18 @@ def walk_edges(entities: pa.Table, relations: pa.Table) -> WalkEdges:
         partners=pa.ListArray.from_arrays(pa.array(offsets), pa.array(partner[order])),
         via=pa.ListArray.from_arrays(pa.array(offsets), pa.array(via[order])),
     )
+
+
+def first_of_pairs(
+    rows: np.ndarray, subject: np.ndarray, target: np.ndarray, n_entities: int
+) -> np.ndarray:
+    """Of the relation ``rows`` (ascending; entity ends ``subject`` and ``target``), the
+    first of each unordered pair of entities, ascending: the relation that names the
+    pair's edge in the walk graph (:mod:`query.whole_graph` builds it by the same rule)."""
+    low = np.minimum(subject[rows], target[rows])
+    high = np.maximum(subject[rows], target[rows])
+    _, first = np.unique(low * max(n_entities, 1) + high, return_index=True)
+    return rows[np.sort(first)]  # type: ignore[no-any-return]
 
 
 def _rows(ids: pa.ChunkedArray, entity_ids: pa.Array) -> np.ndarray:
