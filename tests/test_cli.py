@@ -260,3 +260,29 @@ def test_one_shot_query_routes_with_spacy_without_pytorch(validated_root, query_
     assert [e["chunk_id"] for e in answers[0]["evidence"]] == [
         e.chunk_id for e in expected.evidence
     ]
+
+
+def test_one_shot_query_forks_its_ner_helper_before_the_heavy_imports(validated_root):
+    # The helper imports spaCy while this process parses its arguments and opens the
+    # bundle; forked after the parser's imports (pyarrow), it would start later.
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "import query.ner as ner\n"
+        "seen = []\n"
+        "fork = ner.EarlyHelper.fork.__func__\n"
+        "def watched(cls):\n"
+        "    heavy = ('pyarrow', 'spacy', 'onnxruntime', 'scipy')\n"
+        "    seen.append([m for m in heavy if m in sys.modules])\n"
+        "    return fork(cls)\n"
+        "ner.EarlyHelper.fork = classmethod(watched)\n"
+        "from evidex.cli import main\n"
+        f"rc = main(['query', '--root', {str(validated_root)!r}, 'green tea', '--k', '1', "
+        "'--json'])\n"
+        "print('FORKED', seen, rc, 'spacy' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.rpartition("FORKED")[2].strip() == "[[]] 0 False"

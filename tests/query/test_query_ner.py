@@ -98,3 +98,70 @@ def test_a_failed_helper_is_reported_and_the_pipeline_loaded_here():
         """
     )
     assert out == "OSError True"
+
+
+def test_an_early_helper_answers_as_the_pipeline_does(ner):
+    # Forked before the pipeline is known; asked once it is: same entities, spaCy only
+    # in the helper.
+    expected = {q: ner(q) for q in QUESTIONS}
+    out = _run(
+        f"""
+        import json, sys
+        from query.ner import EarlyHelper
+        helper = EarlyHelper.fork()
+        prefetched = helper.ask({DEFAULT_SPACY_PIPELINE!r}, {QUESTIONS!r})
+        helper.close()  # asked: nothing left to stop
+        found = {{q: prefetched(q) for q in {QUESTIONS!r}}}
+        assert "spacy" not in sys.modules, "the helper process should have run spaCy"
+        try:
+            helper.ask({DEFAULT_SPACY_PIPELINE!r}, ["again"])
+        except RuntimeError as exc:
+            assert "already asked" in str(exc), exc
+        else:
+            raise AssertionError("a helper answered twice")
+        print(json.dumps(found))
+        """
+    )
+    assert json.loads(out) == json.loads(json.dumps(expected))
+
+
+def test_an_unasked_early_helper_is_stopped_and_reaped():
+    out = _run(
+        """
+        import os
+        from query.ner import EarlyHelper
+        helper = EarlyHelper.fork()
+        pid = helper._pid
+        helper.close()
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            print("reaped")
+        """
+    )
+    assert out == "reaped"
+
+
+def test_an_early_helper_lets_an_unknown_pipeline_load_as_before():
+    # Unsure whether it needs PyTorch: this helper (spaCy imported with it hidden) is
+    # stopped, one forked as before fails, and loading here fails with spaCy's message.
+    out = _run(
+        """
+        import logging, os, sys
+        logging.basicConfig(level=logging.WARNING, stream=sys.stdout)
+        from query.ner import EarlyHelper
+        helper = EarlyHelper.fork()
+        early = helper._pid
+        prefetched = helper.ask("no_such_pipeline_xyz", ["x"])
+        try:
+            os.waitpid(early, os.WNOHANG)
+            reaped = False
+        except ChildProcessError:
+            reaped = True
+        try:
+            prefetched("x")
+        except OSError as exc:
+            print("OSError", "no_such_pipeline_xyz" in str(exc), "reaped", reaped)
+        """
+    )
+    assert out == "OSError True reaped True"
