@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 
+from query.bm25_files import SavedIndex
 from store.config import LexicalConfig
 from store.lexical import LexicalTokenizer
-from store.npy import HEADER_LOCK
 
 
 class LexicalIndex:
@@ -26,14 +26,11 @@ class LexicalIndex:
 
     @classmethod
     def open(cls, directory: str, config: LexicalConfig, *, rows: int) -> "LexicalIndex":
-        """Memory-map a saved bm25s index (``.npy`` + JSON, nothing unpickled)."""
-        import bm25s
-
+        """Memory-map a saved bm25s index (``.npy`` + JSON, nothing unpickled), read by
+        :class:`query.bm25_files.SavedIndex` (bm25s itself is not imported)."""
         if not os.path.isdir(directory):
             raise FileNotFoundError(f"bundle has no lexical index at {directory}")
-        with HEADER_LOCK:  # bm25s reads .npy headers (see store.npy)
-            index = bm25s.BM25.load(directory, mmap=True, load_corpus=False, show_progress=False)
-        return cls(index, LexicalTokenizer(config), rows)
+        return cls(SavedIndex.open(directory), LexicalTokenizer(config), rows)
 
     def tokenize(self, text: str) -> list[str]:
         """``text`` as the index's tokens: lowercase words, stopwords dropped, stems."""
@@ -92,7 +89,7 @@ class LexicalIndex:
 
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every row for ``query`` (zeros when no query term is known)."""
-        scores = self.token_scores(self._tokenize([query])[0])
+        scores = self.token_scores(self._tokenize.tokens(query))
         return np.zeros(self._rows, dtype=np.float32) if scores is None else scores
 
     def token_scores(self, tokens: list[str]) -> np.ndarray | None:

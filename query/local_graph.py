@@ -29,12 +29,11 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from itertools import chain
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from scipy import sparse
 
 import query.whole_graph as whole_graph
 from query.columns import first_items, get_many, items_at, lists_at
@@ -42,6 +41,9 @@ from query.knowledge_layer import KnowledgeLayer
 from query.whole_graph import Seed, Step, WalkGraph
 from store.bundles import numbers
 from store.sorted_columns import SortedIds, increasing
+
+if TYPE_CHECKING:  # scipy is imported by the first walk, not by every query process
+    from scipy import sparse
 
 ARROW_BATCH = 50_000
 """Chunk ids in a batch past which they are matched to rows in Arrow (hashing the
@@ -484,7 +486,7 @@ class LocalGraph:
             self._written.update((e, c) for e, c in zip(wanted, found, strict=True) if c >= 0)
         return {e: self._written[e] for e in entities if e in self._written}
 
-    def _matrix(self, order: list[int]) -> sparse.csr_matrix:
+    def _matrix(self, order: list[int]) -> "sparse.csr_matrix":
         """The whole graph's matrix among ``order`` (nodes in node order, each read or
         counted): entry ``[v, u]`` is the share of its mass ``u`` sends ``v``, each row's
         entries in node order (so its sums add what the whole graph's add, in its order)."""
@@ -539,6 +541,8 @@ class LocalGraph:
         weights += [np.ones(len(occurs)), sent]
         row, col, weight = np.concatenate(rows), np.concatenate(cols), np.concatenate(weights)
         values = (weight * (1.0 / degree[col])).astype(np.float32)
+        from scipy import sparse
+
         matrix = sparse.csr_matrix((values, (row, col)), shape=(size, size))
         matrix.sort_indices()
         return matrix

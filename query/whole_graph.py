@@ -16,12 +16,11 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from scipy import sparse
 
 from algorithms.normalize import normalize_surface
 from query.columns import ArrowSequence, list_items
@@ -29,6 +28,9 @@ from query.knowledge_layer import KnowledgeLayer
 from store.bundles import numbers
 from store.knowledge_maps import DESCRIPTION, description_rows
 from store.walk_counts import first_of_pairs
+
+if TYPE_CHECKING:  # scipy is imported by the first walk, not by every query process
+    from scipy import sparse
 
 DAMPING = 0.85
 ITERATIONS = 20
@@ -64,8 +66,8 @@ class Step(NamedTuple):
 class WalkGraph:
     """The entity-chunk graph of one set of visible chunks."""
 
-    matrix: sparse.csr_matrix  # column-stochastic, entities first, then chunk rows
-    adjacency: sparse.csr_matrix  # symmetric 0/1, for paths
+    matrix: "sparse.csr_matrix"  # column-stochastic, entities first, then chunk rows
+    adjacency: "sparse.csr_matrix"  # symmetric 0/1, for paths
     n_entities: int
     chunk_counts: np.ndarray  # visible chunks each entity occurs in
     chunk_ids: Sequence[str]
@@ -224,6 +226,8 @@ def build_whole(
     entity_nodes = np.asarray(entity_col, dtype=np.int64)
     a = np.concatenate([entity_nodes, chunk_nodes, subjects, objects]).astype(np.int64)
     b = np.concatenate([chunk_nodes, entity_nodes, objects, subjects]).astype(np.int64)
+    from scipy import sparse
+
     adjacency = sparse.csr_matrix((np.ones(len(a)), (a, b)), shape=(n, n))
     adjacency.data[:] = 1.0  # an entity named twice in a chunk is one edge
     adjacency.sort_indices()
