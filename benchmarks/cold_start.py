@@ -9,7 +9,7 @@ to exit, p50 and all runs.
 Then ``evidex serve`` is started ``--runs`` times and timed from the process start
 to the first 200 answer of ``POST /retrieve`` (the client retries every 20 ms until
 the port answers). Both print which modules the query process imported, to show
-that PyTorch stayed out.
+that PyTorch stayed out (and, for a lookup, scipy and bm25s).
 """
 
 import argparse
@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from benchmarks.query import free_port
 
 QUERY = "How do I read a gzip-compressed file?"
-HEAVY = ("torch", "transformers", "sentence_transformers", "spacy", "pandas")
+HEAVY = ("torch", "transformers", "sentence_transformers", "spacy", "pandas", "scipy", "bm25s")
 
 
 def _env(write_bytecode: bool = False) -> dict[str, str]:

@@ -178,6 +178,10 @@ def create_app(
     if anonymous == "none" and principals is None:
         raise ValueError("anonymous 'none' needs a principals file: no caller could be served")
     auth = Authenticator(principals, anonymous=anonymous)
+    # The walk imports scipy on first use (a one-shot lookup never does); a server walks
+    # sooner or later, so it is imported once here, before any worker is forked.
+    import scipy.sparse  # noqa: F401
+
     holder = BundleHolder(
         BundleReader(
             root, verify=verify, model=model, encoder=encoder, encoder_threads=encoder_threads
