@@ -231,6 +231,8 @@ WALKS = 20
 
 def _first_walks(layer: Any, chunk_ids: list[str], names: list[str]) -> list[dict[str, Any]]:
     """Each name walked from a walk graph made afresh: seconds, nodes read, chunks ranked."""
+    import scipy.sparse  # noqa: F401  (imported by a process's first walk: not the layer's work)
+
     from query.graph import graph_arm
     from query.local_graph import LocalGraph
 
