@@ -18,7 +18,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -99,15 +99,12 @@ class PrefetchedEntities:
         if not _can_fork() or not texts:
             return cls(pipeline, None, None)
         read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the helper: it never returns into the caller's code
-            code = 1
-            try:
-                os.close(read)
-                _answer(pipeline, texts, write)
-                code = 0
-            finally:
-                os._exit(code)
+
+        def helper() -> None:
+            os.close(read)
+            _answer(pipeline, texts, write)
+
+        pid = _fork(helper)
         os.close(write)
         return cls(pipeline, read, pid)
 
@@ -166,16 +163,13 @@ class EarlyHelper:
             return None
         request_read, request_write = os.pipe()
         answers_read, answers_write = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the helper: it never returns into the caller's code
-            code = 1
-            try:
-                os.close(request_write)
-                os.close(answers_read)
-                _await_request(request_read, answers_write)
-                code = 0
-            finally:
-                os._exit(code)
+
+        def helper() -> None:
+            os.close(request_write)
+            os.close(answers_read)
+            _await_request(request_read, answers_write)
+
+        pid = _fork(helper)
         os.close(request_read)
         os.close(answers_write)
         return cls(pid, request_write, answers_read)
@@ -205,6 +199,20 @@ class EarlyHelper:
         os.close(self._request)
         os.close(self._answers)
         self._request = self._answers = self._pid = None
+
+
+def _fork(helper: Callable[[], None]) -> int:
+    """Fork a process that runs ``helper`` and exits (status 0 when it returned, 1 when
+    it raised) without ever returning into the caller's code; the child's pid."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            helper()
+            code = 0
+        finally:
+            os._exit(code)
+    return pid
 
 
 def _can_fork() -> bool:
