@@ -21,8 +21,12 @@ import numpy as np
 
 from store.npy import HEADER_LOCK
 
-_ARRAYS = {"data": "data.csc.index.npy", "indices": "indices.csc.index.npy"}
-_ARRAYS["indptr"] = "indptr.csc.index.npy"
+_ARRAYS = (
+    ("data", "data.csc.index.npy"),
+    ("indices", "indices.csc.index.npy"),
+    ("indptr", "indptr.csc.index.npy"),
+)
+"""The score matrix compressed by column: its values, their documents, each token's start."""
 _NONOCCURRENCE = "nonoccurrence_array.index.npy"
 _WITH_NONOCCURRENCE = ("bm25l", "bm25+")
 """The BM25 variants whose saved index adds a score for each query token a document
@@ -58,7 +62,7 @@ class SavedIndex:
         if not isinstance(params, dict) or not isinstance(vocab, dict):
             raise ValueError(f"{directory} does not hold a saved bm25s index")
         arrays: dict[str, Any] = {
-            name: _mapped(os.path.join(directory, file)) for name, file in _ARRAYS.items()
+            name: _mapped(os.path.join(directory, file)) for name, file in _ARRAYS
         }
         arrays["num_docs"] = int(params["num_docs"])
         nonoccurrence = None

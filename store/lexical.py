@@ -3,6 +3,7 @@
 Both sides must tokenize identically, so the one function lives here, free of Beam.
 """
 
+import functools
 import importlib.util
 import os
 import re
@@ -47,6 +48,7 @@ _STOPWORD_LISTS = {
 ``bm25s.tokenize`` knows them by."""
 
 
+@functools.cache  # one read of the list file per process and name, not per tokenizer
 def stopword_set(name: str | None) -> frozenset[str]:
     """The stopwords ``bm25s.tokenize`` drops for ``name`` (a language name or code, or
     none), read from bm25s' list file without importing bm25s, whose package imports
